@@ -1,0 +1,156 @@
+// The operation that carries a user's completion handler for a wait.
+//
+// Memory comes from the handler's associated allocator (Asio's recycling allocator
+// when it has none) and is given back before the upcall, so the handler can start the
+// next wait with the same block. Delivery follows Asio's rules: a handler whose
+// associated executor is the plain executor of the wheel's io_context is invoked
+// directly by the service's step, which already runs on that context; any other
+// (a strand, another context) gets the handler through boost::asio::dispatch, with
+// outstanding work tracked on it until then.
+#ifndef ASIO_WHEEL_DETAIL_WAIT_HANDLER_HPP
+#define ASIO_WHEEL_DETAIL_WAIT_HANDLER_HPP
+
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/recycling_allocator.hpp>
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// True when `ex` is the plain executor of the io_context that `svc` belongs to: then a
+// handler may run inline in the service's step, as Asio runs such handlers inline.
+template <class Executor>
+bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
+  using plain = boost::asio::io_context::executor_type;
+  if constexpr (std::is_same_v<Executor, plain>) {
+    return &ex.context() == &svc.context();
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    const plain* p = ex.template target<plain>();
+    return p != nullptr && &p->context() == &svc.context();
+  } else {
+    return false;
+  }
+}
+
+// The allocator an operation's memory comes from.
+template <class Handler>
+auto op_allocator(const Handler& h) {
+  return boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>());
+}
+
+// Per-operation cancellation: reaches the wait through its entry, comparing pointers
+// only, so an emission after completion is a harmless no-op while the timer lives.
+struct op_cancellation {
+  wheel_service* service;
+  wait_entry* entry;
+  wait_op* op;
+  void operator()(boost::asio::cancellation_type type) const {
+    using ct = boost::asio::cancellation_type;
+    if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
+      service->cancel_op(*entry, op);
+  }
+};
+
+// WorkExecutor is void for handlers that run inline, else the tracked executor the
+// handler is dispatched to.
+template <class Handler, class WorkExecutor>
+class wait_handler final : public wait_op {
+public:
+  using slot_type = boost::asio::associated_cancellation_slot_t<Handler>;
+
+  template <class H, class... Work>
+  wait_handler(H&& h, wheel_service& svc, Work&&... work)
+      : wait_op(&wait_handler::do_func),
+        handler_(std::forward<H>(h)),
+        service_(&svc),
+        work_(std::forward<Work>(work)...) {}
+
+  // Allocates through the handler's allocator; connects the cancellation slot to `e`.
+  template <class H, class... Work>
+  static wait_op* create(H&& h, wheel_service& svc, wait_entry& e, Work&&... work) {
+    auto alloc = rebind_alloc(op_allocator(h));
+    wait_handler* p = std::allocator_traits<decltype(alloc)>::allocate(alloc, 1);
+    try {
+      ::new (static_cast<void*>(p)) wait_handler(std::forward<H>(h), svc, std::forward<Work>(work)...);
+    } catch (...) {
+      std::allocator_traits<decltype(alloc)>::deallocate(alloc, p, 1);
+      throw;
+    }
+    p->connect(e);
+    return p;
+  }
+
+private:
+  struct no_work {};
+  using work_type = std::conditional_t<std::is_void_v<WorkExecutor>, no_work, WorkExecutor>;
+
+  template <class Alloc>
+  static auto rebind_alloc(const Alloc& a) {
+    return typename std::allocator_traits<Alloc>::template rebind_alloc<wait_handler>(a);
+  }
+
+  void connect(wait_entry& e) {
+    slot_type slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected())
+      slot.template emplace<op_cancellation>(op_cancellation{service_, &e, this});
+  }
+
+  static void do_func(wait_op* base, action a, void* arg) {
+    auto* self = static_cast<wait_handler*>(base);
+    if (a == action::rebind) {
+      self->connect(*static_cast<wait_entry*>(arg));
+      return;
+    }
+    // Move what the upcall needs out of the op and free its memory first.
+    Handler handler(std::move(self->handler_));
+    work_type work(std::move(self->work_));
+    const boost::system::error_code ec = to_error_code(self->result());
+    auto alloc = rebind_alloc(op_allocator(handler));
+    self->~wait_handler();
+    std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
+    if (a != action::complete) return;
+    if constexpr (std::is_void_v<WorkExecutor>) {
+      std::move(handler)(ec);
+    } else {
+      boost::asio::dispatch(std::move(work), boost::asio::append(std::move(handler), ec));
+    }
+  }
+
+  Handler handler_;
+  wheel_service* service_;
+  [[no_unique_address]] work_type work_;
+};
+
+// Creates the operation for `handler` waiting on `e`, choosing inline delivery or
+// dispatch by the handler's associated executor.
+template <class Handler, class IoExecutor>
+wait_op* make_wait_op(Handler&& handler, wheel_service& svc, wait_entry& e,
+                      const IoExecutor& io_ex) {
+  using handler_t = std::decay_t<Handler>;
+  auto ex = boost::asio::get_associated_executor(handler, io_ex);
+  if (runs_inline(ex, svc))
+    return wait_handler<handler_t, void>::create(std::forward<Handler>(handler), svc, e);
+  auto work = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
+  return wait_handler<handler_t, decltype(work)>::create(std::forward<Handler>(handler), svc, e,
+                                                         std::move(work));
+}
+
+} // namespace asio_wheel::detail
+
+#endif

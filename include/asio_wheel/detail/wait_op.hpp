@@ -1,0 +1,77 @@
+// A pending operation (a timer wait, a delay-queue take...) and the wheel entry that
+// owns a list of them.
+//
+// Operations are type-erased by one function pointer, as Asio's scheduler_operation:
+// no virtual table, no std::function. The handler lives in the derived object,
+// allocated through the handler's associated allocator (see wait_handler.hpp).
+#ifndef ASIO_WHEEL_DETAIL_WAIT_OP_HPP
+#define ASIO_WHEEL_DETAIL_WAIT_OP_HPP
+
+#include <asio_wheel/detail/wheel.hpp>
+
+#include <boost/intrusive/slist.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace asio_wheel::detail {
+
+// How an operation ended; kept in one byte and turned into an error_code on the way out.
+enum class op_result : std::uint8_t { success, aborted, too_many };
+
+boost::system::error_code to_error_code(op_result r) noexcept;
+
+class wait_op : public boost::intrusive::slist_base_hook<
+                    boost::intrusive::link_mode<boost::intrusive::normal_link>> {
+public:
+  enum class action : std::uint8_t {
+    complete, // free the op, then deliver the handler with result()
+    destroy,  // free the op without invoking the handler (shutdown)
+    rebind    // the owning entry moved to `arg`: re-point the cancellation handler
+  };
+  using func_type = void (*)(wait_op*, action, void* arg);
+
+  void complete() { func_(this, action::complete, nullptr); }
+  void destroy() { func_(this, action::destroy, nullptr); }
+  void rebind(void* new_owner) { func_(this, action::rebind, new_owner); }
+
+  op_result result() const noexcept { return result_; }
+  void set_result(op_result r) noexcept { result_ = r; }
+
+protected:
+  explicit wait_op(func_type f) noexcept : func_(f) {}
+  ~wait_op() = default;
+
+private:
+  func_type func_;
+  op_result result_ = op_result::success;
+};
+
+// FIFO of operations: O(1) push_back, pop_front and splice; unlinking one op in the
+// middle walks the list, which holds the waits of one timer (almost always one).
+using op_queue = boost::intrusive::slist<wait_op, boost::intrusive::cache_last<true>,
+                                         boost::intrusive::constant_time_size<false>>;
+
+// An entry on the wheel as the service sees it. `on_due` says what happens when its
+// deadline comes: nullptr marks a wait_entry (a timer), whose waits complete with
+// success; other owners (delay queue elements, deadlines) plug in their own step. It
+// runs under the service's lock, appends the operations to complete to `out` and
+// returns how many it appended. Only wait_entry objects ever own operations.
+struct service_entry : wheel_entry {
+  using due_func = std::size_t (*)(service_entry&, op_queue& out);
+  due_func on_due = nullptr;
+};
+
+// The state of one timer: its expiry and the waits pending on it. While `waits` is
+// non-empty the entry is linked on the wheel (a slot, the due list or the never list),
+// which is how shutdown finds every pending operation.
+struct wait_entry : service_entry {
+  std::chrono::steady_clock::time_point expiry{};
+  op_queue waits;
+};
+
+} // namespace asio_wheel::detail
+
+#endif

@@ -1,0 +1,157 @@
+// The timing wheel itself: a plain data structure that knows nothing of clocks,
+// executors or Asio. Time is a tick count handed in by the caller.
+//
+// Geometry. `levels` levels of `slots` slots (slots = 2^b). A tick count t is read
+// as base-`slots` digits: digit L of t is (t >> L*b) & (slots-1). Level L holds
+// entries whose deadline first differs from `now` in digit L, in the slot named by
+// that digit, so a level-L slot spans slots^L ticks. With the defaults (1 ms tick,
+// 256 slots, 4 levels):
+//
+//   level   slot width   level span
+//     0         1 ms       256 ms
+//     1       256 ms        65.5 s
+//     2        65.5 s       4.66 h
+//     3        4.66 h       49.7 days   (top: rounds beyond this)
+//
+// When `now` reaches the first tick of an occupied slot, the slot comes due: each
+// entry either expires (deadline <= now) or is re-placed relative to the new `now`,
+// which always lands it on a lower level (cascading), or for the top level back in
+// the same slot when its deadline is a later rotation away. The top level thus keeps
+// Netty's rounds: the round count is (deadline - now) >> (levels * b), derived from
+// the deadline instead of stored. levels == 1 is exactly Netty's hashed wheel.
+//
+// Never early: a deadline is a tick count rounded up by the caller, and an entry only
+// expires when the wheel has reached its deadline tick.
+//
+// Lazy reset (tokio's rule): a later deadline only overwrites `deadline`; the entry
+// stays where it is, and when that slot comes due (never after the new deadline,
+// because it was due no later than the old one) it is re-placed. An earlier deadline
+// relinks it.
+//
+// Finding work: each level keeps an occupancy bitmap, so the next tick at which any
+// slot comes due is a few word scans away; empty ticks cost nothing.
+#ifndef ASIO_WHEEL_DETAIL_WHEEL_HPP
+#define ASIO_WHEEL_DETAIL_WHEEL_HPP
+
+#include <boost/intrusive/list.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace asio_wheel::detail {
+
+using tick_t = std::uint64_t;
+
+// A deadline that never comes: such entries wait in a list of their own, outside the
+// slots, so they cost no wake-up ever.
+inline constexpr tick_t never_tick = std::numeric_limits<tick_t>::max();
+
+using entry_hook = boost::intrusive::list_base_hook<
+    boost::intrusive::link_mode<boost::intrusive::auto_unlink>>;
+
+// A node of the wheel. Owners embed it (the timer object, a delay-queue element...).
+struct wheel_entry : entry_hook {
+  // Where the entry is linked: a slot index (level * slots + slot), or one of below.
+  static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
+  static constexpr std::uint32_t in_due = 0xFFFFFFFEu;
+  static constexpr std::uint32_t in_never = 0xFFFFFFFDu;
+
+  tick_t deadline = 0;         // the tick at which it expires
+  std::uint32_t where = unlinked;
+
+  bool linked() const noexcept { return where != unlinked; }
+  bool is_due() const noexcept { return where == in_due; }
+};
+
+using entry_list = boost::intrusive::list<wheel_entry,
+                                          boost::intrusive::constant_time_size<false>>;
+
+class wheel {
+public:
+  // The largest number of slots per level we accept: beyond this the slot arrays stop
+  // being a cache-friendly structure and only waste memory.
+  static constexpr std::size_t max_slots = std::size_t{1} << 20;
+
+  // Preconditions (checked by the caller, see install()): slots a power of two in
+  // [2, max_slots], 1 <= levels, levels * log2(slots) <= 64.
+  wheel(std::size_t slots, std::size_t levels);
+
+  wheel(const wheel&) = delete;
+  wheel& operator=(const wheel&) = delete;
+
+  // The last tick processed. Every entry with deadline <= now() is in the due list.
+  tick_t now() const noexcept { return now_; }
+
+  // Links an unlinked entry. deadline <= now() goes straight to the due list, and
+  // never_tick to the never list.
+  void insert(wheel_entry& e, tick_t deadline);
+
+  // Unlinks a linked entry; no effect on an unlinked one. O(1).
+  void remove(wheel_entry& e) noexcept;
+
+  // Moves a linked entry to a new deadline, lazily when the new one is later.
+  void reschedule(wheel_entry& e, tick_t deadline);
+
+  // Moves relinks `to` into the place of `from` (the owner object moved in memory).
+  void replace(wheel_entry& from, wheel_entry& to) noexcept;
+
+  // Advances now() to `to`, visiting only ticks at which a slot comes due, and
+  // appends every entry that expires to the due list, in deadline order.
+  void advance_to(tick_t to);
+
+  // The first tick after now() at which a slot comes due, or never_tick if the slots
+  // are empty. Ignores the due list: see has_due().
+  tick_t next_slot_tick() const noexcept;
+
+  bool has_due() const noexcept { return !due_.empty(); }
+  // The oldest due entry, unlinked; nullptr if none.
+  wheel_entry* pop_due() noexcept;
+
+  // Visits every linked entry (slots, due list, never list); `f` must not relink.
+  template <class F>
+  void for_each(F f) {
+    for (std::size_t i = 0; i < slots_ * levels_; ++i)
+      for (auto& e : lists_[i]) f(e);
+    for (auto& e : due_) f(e);
+    for (auto& e : never_) f(e);
+  }
+
+  // Unlinks every entry (at shutdown).
+  void clear() noexcept;
+
+  // How many entries sit in slots (the driver is needed only while this is non-zero).
+  std::size_t slotted() const noexcept { return slotted_; }
+
+  std::size_t slots() const noexcept { return slots_; }
+  std::size_t levels() const noexcept { return levels_; }
+
+private:
+  std::size_t level_for(tick_t deadline) const noexcept;
+  std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
+  void link(wheel_entry& e, std::uint32_t index) noexcept;
+  void process_slot(std::size_t level, tick_t t);
+  // First occupied slot >= from on `level`, or slots_ if none.
+  std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
+  std::uint64_t* bitmap(std::size_t level) noexcept { return &bits_[level * words_]; }
+  const std::uint64_t* bitmap(std::size_t level) const noexcept {
+    return &bits_[level * words_];
+  }
+
+  std::size_t slots_;
+  std::size_t levels_;
+  unsigned shift_;           // log2(slots)
+  std::size_t words_;        // bitmap words per level
+  tick_t now_ = 0;
+  std::size_t slotted_ = 0;
+  std::unique_ptr<entry_list[]> lists_;  // levels * slots
+  std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
+  entry_list due_;
+  entry_list never_;
+};
+
+} // namespace asio_wheel::detail
+
+#endif

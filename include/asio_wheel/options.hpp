@@ -1,0 +1,38 @@
+// Configuration and statistics of a wheel_service.
+#ifndef ASIO_WHEEL_OPTIONS_HPP
+#define ASIO_WHEEL_OPTIONS_HPP
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace asio_wheel {
+
+// steady: the wheel follows std::chrono::steady_clock, driven by one steady_timer.
+// manual: time stands still until wheel_service::advance() moves it (for tests).
+enum class clock_mode { steady, manual };
+
+// Options of a context's wheel; install() validates them. The defaults were chosen by
+// benchmark (see README, "Choosing tick, slots and levels").
+struct wheel_options {
+  std::chrono::steady_clock::duration tick = std::chrono::milliseconds(1); // resolution
+  std::size_t slots = 256;           // slots per level, power of two >= 2
+  std::size_t levels = 4;            // 1 = Netty-style hashed wheel (rounds); >1 = hierarchical
+  std::size_t max_pending = 0;       // most waits on the wheel at once, 0 = unlimited
+  std::size_t expiry_batch = 1024;   // most completions per driver step, 0 = unlimited
+  clock_mode clock = clock_mode::steady; // manual: time moves only by advance()
+};
+
+// A snapshot of a wheel's counters (wheel_service::stats()).
+struct wheel_stats {
+  std::size_t pending = 0;        // waits currently on the wheel
+  std::uint64_t expired = 0;      // waits completed with success
+  std::uint64_t cancelled = 0;    // waits completed with operation_aborted
+  std::uint64_t rejected = 0;     // waits refused by max_pending
+  std::uint64_t wakeups = 0;      // times the driving steady_timer fired
+  std::chrono::nanoseconds max_lateness{0}; // worst completion time - expiry seen
+};
+
+} // namespace asio_wheel
+
+#endif

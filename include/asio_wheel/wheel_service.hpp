@@ -1,0 +1,162 @@
+// wheel_service: one timing wheel per execution context, and install().
+//
+// The service owns the wheel, the lock and the driver: one boost::asio::steady_timer
+// on the context, armed for the first tick at which a slot comes due and only while
+// something is on the wheel. When it fires, the service advances the wheel to the
+// current tick and hands the waits that came due to their handlers, at most
+// `expiry_batch` per step (the rest follow in a posted step, in order).
+//
+// Guarantees: a wait never completes before its expiry by the service's clock; while
+// the context keeps up it completes within one tick (plus dispatch) after it. Each
+// wait completes exactly once. shutdown() (context destruction) destroys pending
+// handlers without invoking them.
+//
+// Thread safety: the service is safe to use from any thread; it takes a lock unless
+// the context was created with concurrency hint 1 or BOOST_ASIO_CONCURRENCY_HINT_UNSAFE,
+// in which case everything must happen on the one thread that runs the context.
+// The I/O objects themselves are, like steady_timer, not safe to share between
+// threads without a strand.
+#ifndef ASIO_WHEEL_WHEEL_SERVICE_HPP
+#define ASIO_WHEEL_WHEEL_SERVICE_HPP
+
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/detail/wheel.hpp>
+#include <asio_wheel/options.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+
+namespace asio_wheel {
+
+class wheel_service : public boost::asio::execution_context::service {
+public:
+  using clock_type = std::chrono::steady_clock;
+  using duration = clock_type::duration;
+  using time_point = clock_type::time_point;
+
+  // The key under which the context registers the service.
+  static boost::asio::execution_context::id id;
+
+  // With default options; what use_service<wheel_service>(ctx) creates.
+  explicit wheel_service(boost::asio::execution_context& ctx);
+  // Validates `opts` (std::invalid_argument on bad options): see install().
+  wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts);
+  ~wheel_service() override;
+
+  const wheel_options& options() const noexcept { return options_; }
+
+  // The service's clock: steady_clock::now(), or the virtual time in manual mode.
+  time_point now() const;
+
+  // Manual mode: moves virtual time forward by d (>= 0), tick by tick, and queues the
+  // completion of every wait that became due, in expiry order; run or poll the context
+  // to invoke them. std::logic_error in steady mode, std::invalid_argument if d < 0.
+  void advance(duration d);
+
+  wheel_stats stats() const;
+
+  // ---- The implementation interface of asio_wheel's I/O objects. ----
+  // Not for applications: these are the steps the I/O objects in this library are
+  // made of, each taking the service's lock as needed.
+
+  // Gives the service an executor of its context for the driver and for posting
+  // completions; the first call wins. Every I/O object calls it on construction.
+  void attach(const boost::asio::any_io_executor& ex);
+
+  // now() + d, saturated to the time_point range.
+  time_point deadline_after(duration d) const;
+  // A deadline never earlier than deadline_after(d) taken at the same moment, read from
+  // a clock that is cheap to read but up to one coarse-clock period (4 ms on Linux
+  // with HZ=250) behind: the hot path of reset_after().
+  time_point coarse_deadline_after(duration d) const;
+
+  // Queues `op` on the timer state `e` and puts `e` on the wheel for e.expiry. Completes
+  // `op` with too_many_timers (as if by post) if max_pending waits are pending.
+  void start_wait(detail::wait_entry& e, detail::wait_op* op);
+  // Completes every wait of `e` with operation_aborted; returns how many.
+  std::size_t cancel(detail::wait_entry& e);
+  // Per-operation cancellation: completes `op` with operation_aborted if it is still
+  // waiting on `e`; false if it had already been handed over for completion.
+  bool cancel_op(detail::wait_entry& e, detail::wait_op* op);
+  // cancel(e), then sets the expiry.
+  std::size_t expires_at(detail::wait_entry& e, time_point t);
+  // Moves the expiry; pending waits stay and complete at the new one. O(1).
+  void reset_at(detail::wait_entry& e, time_point t);
+  // The owner of `from` moved to where `to` is: `to` takes over its place and waits.
+  void move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept;
+
+  // Lower-level steps for owners with their own entries (delay queue elements,
+  // deadlines). The caller holds the lock (lock()) for the *_locked calls.
+  class lock_type;
+  std::unique_lock<lock_type> lock() const;
+  void schedule_locked(detail::service_entry& e, time_point t);
+  void unschedule_locked(detail::service_entry& e) noexcept;
+  // Registers `op` as pending (counts toward max_pending and keeps the context's
+  // work); false if max_pending refuses it.
+  bool add_pending_locked();
+  // The reverse, for an op leaving its owner's list; `r` says how it ends.
+  void remove_pending_locked(detail::op_result r, std::size_t n = 1) noexcept;
+  // Queues `op` for completion with `r` on the next step (never inline).
+  void complete_locked(detail::wait_op* op, detail::op_result r);
+  bool stopped_locked() const noexcept { return shutdown_; }
+
+  class lock_type {
+  public:
+    explicit lock_type(bool enabled) noexcept : enabled_(enabled) {}
+    void lock() { if (enabled_) mutex_.lock(); }
+    void unlock() { if (enabled_) mutex_.unlock(); }
+  private:
+    std::mutex mutex_;
+    bool enabled_;
+  };
+
+private:
+  void shutdown() override;
+
+  detail::tick_t to_tick(time_point t) const noexcept;   // rounds up: never early
+  time_point tick_time(detail::tick_t k) const noexcept;
+  detail::tick_t current_tick() const noexcept;           // rounds down
+  void schedule_entry_locked(detail::service_entry& e, detail::tick_t k);
+  void arm_locked();
+  void post_step_locked();
+  void on_driver(const boost::system::error_code& ec);
+  void run_step(bool from_driver);
+  void collect_locked(detail::op_queue& batch);
+  void invoke(detail::op_queue& batch);
+  std::size_t abort_waits_locked(detail::wait_entry& e);
+
+  const wheel_options options_;
+  mutable lock_type mutex_;
+  detail::wheel wheel_;
+  const time_point epoch_;             // the time of tick 0
+  const duration::rep tick_;           // the tick in clock units
+  time_point manual_now_;              // virtual time (manual mode)
+  duration coarse_resolution_{};       // period of the coarse clock
+
+  boost::asio::any_io_executor executor_;     // of the context, set by attach()
+  boost::asio::any_io_executor work_;         // tracked while waits are pending
+  std::optional<boost::asio::steady_timer> driver_;
+  detail::tick_t armed_ = detail::never_tick; // tick the driver is armed for
+
+  detail::op_queue ready_;             // handed over, to complete on the next step
+  bool step_posted_ = false;
+  bool shutdown_ = false;
+
+  wheel_stats stats_;
+};
+
+// Creates the context's wheel_service with these options. Throws std::invalid_argument
+// for bad options (tick <= 0, slots not a power of two in [2, 2^20], levels == 0 or
+// levels * log2(slots) > 64) and boost::asio::service_already_exists if the context
+// already has one (a timer constructed on it creates one with defaults).
+wheel_service& install(boost::asio::execution_context& ctx, const wheel_options& opts);
+
+} // namespace asio_wheel
+
+#endif

@@ -1,0 +1,199 @@
+#include <asio_wheel/detail/wheel.hpp>
+
+#include <algorithm>
+#include <bit>
+
+namespace asio_wheel::detail {
+
+namespace {
+
+constexpr unsigned word_bits = 64;
+
+// Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
+// of the tick range are handled as "no higher digits".
+constexpr tick_t high_part(tick_t t, unsigned shift) noexcept {
+  return shift >= 64 ? 0 : (t >> shift) << shift;
+}
+
+} // namespace
+
+wheel::wheel(std::size_t slots, std::size_t levels)
+    : slots_(slots),
+      levels_(levels),
+      shift_(static_cast<unsigned>(std::countr_zero(slots))),
+      words_((slots + word_bits - 1) / word_bits),
+      lists_(new entry_list[slots * levels]),
+      bits_(levels * words_, 0) {}
+
+std::size_t wheel::level_for(tick_t deadline) const noexcept {
+  // The highest base-`slots` digit in which the deadline differs from now.
+  const tick_t diff = (now_ ^ deadline) | (slots_ - 1);
+  const unsigned high_bit = 63 - static_cast<unsigned>(std::countl_zero(diff));
+  const std::size_t level = high_bit / shift_;
+  return level < levels_ ? level : levels_ - 1;
+}
+
+std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexcept {
+  const tick_t slot = (deadline >> (level * shift_)) & (slots_ - 1);
+  return static_cast<std::uint32_t>(level * slots_ + slot);
+}
+
+void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
+  lists_[index].push_back(e);
+  e.where = index;
+  ++slotted_;
+  const std::size_t level = index / slots_, slot = index % slots_;
+  bitmap(level)[slot / word_bits] |= std::uint64_t{1} << (slot % word_bits);
+}
+
+void wheel::insert(wheel_entry& e, tick_t deadline) {
+  e.deadline = deadline;
+  if (deadline == never_tick) {
+    never_.push_back(e);
+    e.where = wheel_entry::in_never;
+  } else if (deadline <= now_) {
+    due_.push_back(e);
+    e.where = wheel_entry::in_due;
+  } else {
+    link(e, slot_index(level_for(deadline), deadline));
+  }
+}
+
+void wheel::remove(wheel_entry& e) noexcept {
+  if (!e.linked()) return;
+  const std::uint32_t index = e.where;
+  e.unlink();
+  e.where = wheel_entry::unlinked;
+  if (index < slots_ * levels_) {
+    --slotted_;
+    if (lists_[index].empty()) {
+      const std::size_t level = index / slots_, slot = index % slots_;
+      bitmap(level)[slot / word_bits] &= ~(std::uint64_t{1} << (slot % word_bits));
+    }
+  }
+}
+
+void wheel::reschedule(wheel_entry& e, tick_t deadline) {
+  // Lazy rule: a slot comes due no later than the deadline it was chosen for, so an
+  // entry may stay in it for any later deadline and be re-placed when it comes up.
+  if (e.where < slots_ * levels_ && deadline >= e.deadline && deadline != never_tick) {
+    e.deadline = deadline;
+    return;
+  }
+  remove(e);
+  insert(e, deadline);
+}
+
+void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
+  to.deadline = from.deadline;
+  to.where = from.where;
+  if (!from.linked()) return;
+  entry_list& list = from.where == wheel_entry::in_due     ? due_
+                     : from.where == wheel_entry::in_never ? never_
+                                                            : lists_[from.where];
+  list.insert(entry_list::s_iterator_to(from), to);
+  from.unlink();
+  from.where = wheel_entry::unlinked;
+}
+
+std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noexcept {
+  if (from >= slots_) return slots_;
+  const std::uint64_t* words = bitmap(level);
+  std::size_t w = from / word_bits;
+  std::uint64_t word = words[w] & (~std::uint64_t{0} << (from % word_bits));
+  for (;;) {
+    if (word != 0) return w * word_bits + static_cast<std::size_t>(std::countr_zero(word));
+    if (++w == words_) return slots_;
+    word = words[w];
+  }
+}
+
+tick_t wheel::next_slot_tick() const noexcept {
+  tick_t best = never_tick;
+  for (std::size_t level = 0; level < levels_; ++level) {
+    const unsigned low = static_cast<unsigned>(level) * shift_;
+    const unsigned high = low + shift_;
+    const std::size_t current = (now_ >> low) & (slots_ - 1);
+    const tick_t base = high_part(now_, high);
+    // Below the top, occupied slots always lie ahead of the current digit in the
+    // current rotation: an entry is placed where its deadline differs from now.
+    std::size_t slot = find_occupied(level, current + 1);
+    tick_t due = never_tick;
+    if (slot < slots_) {
+      due = base | (tick_t{slot} << low);
+    } else if (level + 1 == levels_ && high < 64) {
+      // The top level wraps: a slot at or behind the current digit holds entries a
+      // later round away, and comes due in the next rotation.
+      slot = find_occupied(level, 0);
+      if (slot < slots_) due = base + (tick_t{1} << high) + (tick_t{slot} << low);
+    }
+    if (due < best) best = due;
+  }
+  return best;
+}
+
+void wheel::process_slot(std::size_t level, tick_t t) {
+  const std::uint32_t index = slot_index(level, t);
+  entry_list& list = lists_[index];
+  for (auto it = list.begin(); it != list.end();) {
+    wheel_entry& e = *it++;
+    if (e.deadline <= t) {
+      e.unlink();
+      --slotted_;
+      due_.push_back(e);
+      e.where = wheel_entry::in_due;
+    } else {
+      // Re-placed relative to now == t: a lower level, or this very slot for a top
+      // level entry whose round has not come yet (it then stays where it is).
+      const std::uint32_t target = slot_index(level_for(e.deadline), e.deadline);
+      if (target != index) {
+        e.unlink();
+        --slotted_;
+        link(e, target);
+      }
+    }
+  }
+  if (list.empty()) {
+    const std::size_t slot = index % slots_;
+    bitmap(level)[slot / word_bits] &= ~(std::uint64_t{1} << (slot % word_bits));
+  }
+}
+
+void wheel::advance_to(tick_t to) {
+  while (now_ < to) {
+    const tick_t t = next_slot_tick();
+    if (t > to) {
+      now_ = to;
+      return;
+    }
+    now_ = t;
+    // Every level whose slot starts at t comes due; higher levels first, so that what
+    // they cascade down with deadline t expires in this same tick.
+    for (std::size_t level = levels_; level-- > 0;) {
+      const unsigned low = static_cast<unsigned>(level) * shift_;
+      if (low != 0 && (t & ((tick_t{1} << low) - 1)) != 0) continue;
+      const std::size_t slot = (t >> low) & (slots_ - 1);
+      if (bitmap(level)[slot / word_bits] & (std::uint64_t{1} << (slot % word_bits)))
+        process_slot(level, t);
+    }
+  }
+}
+
+wheel_entry* wheel::pop_due() noexcept {
+  if (due_.empty()) return nullptr;
+  wheel_entry& e = due_.front();
+  due_.pop_front();
+  e.where = wheel_entry::unlinked;
+  return &e;
+}
+
+void wheel::clear() noexcept {
+  auto mark = [](wheel_entry* e) { e->where = wheel_entry::unlinked; };
+  for (std::size_t i = 0; i < slots_ * levels_; ++i) lists_[i].clear_and_dispose(mark);
+  due_.clear_and_dispose(mark);
+  never_.clear_and_dispose(mark);
+  std::fill(bits_.begin(), bits_.end(), 0);
+  slotted_ = 0;
+}
+
+} // namespace asio_wheel::detail

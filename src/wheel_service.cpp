@@ -1,0 +1,445 @@
+#include <asio_wheel/error.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <boost/asio/detail/concurrency_hint.hpp>
+#include <boost/asio/detail/scheduler.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include <bit>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <time.h>
+
+namespace asio_wheel {
+
+boost::asio::execution_context::id wheel_service::id;
+
+namespace {
+
+using clock_type = wheel_service::clock_type;
+using duration = wheel_service::duration;
+using time_point = wheel_service::time_point;
+using detail::never_tick;
+using detail::op_result;
+using detail::tick_t;
+
+const wheel_options& validated(const wheel_options& o) {
+  if (o.tick <= duration::zero())
+    throw std::invalid_argument("asio_wheel: wheel_options::tick must be positive");
+  if (o.slots < 2 || o.slots > detail::wheel::max_slots || !std::has_single_bit(o.slots))
+    throw std::invalid_argument("asio_wheel: wheel_options::slots must be a power of two "
+                                "in [2, 1048576], got " + std::to_string(o.slots));
+  if (o.levels == 0)
+    throw std::invalid_argument("asio_wheel: wheel_options::levels must be at least 1");
+  const auto bits = static_cast<std::size_t>(std::countr_zero(o.slots));
+  if (o.levels > 64 / bits)
+    throw std::invalid_argument(
+        "asio_wheel: wheel_options::levels * log2(slots) must not exceed 64 (the tick "
+        "counter's bits), got " + std::to_string(o.levels) + " levels of " +
+        std::to_string(o.slots) + " slots");
+  return o;
+}
+
+// Locking is off only where Asio's own scheduler promises a single thread.
+bool wants_locking(boost::asio::execution_context& ctx) {
+  const int hint =
+      boost::asio::use_service<boost::asio::detail::scheduler>(ctx).concurrency_hint();
+  return hint != 1 && BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
+}
+
+time_point saturating_add(time_point t, duration d) noexcept {
+  constexpr auto max = time_point::max(), min = time_point::min();
+  if (d > duration::zero() && t > max - d) return max;
+  if (d < duration::zero() && t < min - d) return min;
+  return t + d;
+}
+
+duration coarse_resolution() noexcept {
+#ifdef CLOCK_MONOTONIC_COARSE
+  timespec res{};
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
+    return std::chrono::duration_cast<duration>(std::chrono::seconds(res.tv_sec) +
+                                                std::chrono::nanoseconds(res.tv_nsec));
+#endif
+  return duration::zero();
+}
+
+} // namespace
+
+wheel_service::wheel_service(boost::asio::execution_context& ctx)
+    : wheel_service(ctx, wheel_options{}) {}
+
+wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts)
+    : service(ctx),
+      options_(validated(opts)),
+      mutex_(wants_locking(ctx)),
+      wheel_(opts.slots, opts.levels),
+      epoch_(clock_type::now()),
+      tick_(opts.tick.count()),
+      manual_now_(epoch_),
+      coarse_resolution_(coarse_resolution()) {}
+
+wheel_service::~wheel_service() = default;
+
+wheel_service& install(boost::asio::execution_context& ctx, const wheel_options& opts) {
+  validated(opts);
+  // make_service throws service_already_exists when a wheel is there already.
+  return boost::asio::make_service<wheel_service>(ctx, opts);
+}
+
+// ---- clock ----
+
+time_point wheel_service::now() const {
+  if (options_.clock == clock_mode::steady) return clock_type::now();
+  auto guard = lock();
+  return manual_now_;
+}
+
+time_point wheel_service::deadline_after(duration d) const {
+  return saturating_add(now(), d);
+}
+
+time_point wheel_service::coarse_deadline_after(duration d) const {
+#ifdef CLOCK_MONOTONIC_COARSE
+  if (options_.clock == clock_mode::steady) {
+    // The coarse clock runs on the same timeline as steady_clock, at most one period
+    // behind it; adding the period makes the deadline never early.
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    const time_point coarse{std::chrono::duration_cast<duration>(
+        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec))};
+    return saturating_add(coarse + coarse_resolution_, d);
+  }
+#endif
+  return deadline_after(d);
+}
+
+tick_t wheel_service::to_tick(time_point t) const noexcept {
+  if (t == time_point::max()) return never_tick;
+  if (t <= epoch_) return 0;
+  const auto since = static_cast<std::uint64_t>((t - epoch_).count());
+  const auto tick = static_cast<std::uint64_t>(tick_);
+  return since / tick + (since % tick != 0);
+}
+
+time_point wheel_service::tick_time(tick_t k) const noexcept {
+  const auto room = static_cast<std::uint64_t>((time_point::max() - epoch_).count());
+  if (k > room / static_cast<std::uint64_t>(tick_)) return time_point::max();
+  return epoch_ + duration(static_cast<duration::rep>(k) * tick_);
+}
+
+tick_t wheel_service::current_tick() const noexcept {
+  const time_point t = options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;
+  if (t <= epoch_) return 0;
+  return static_cast<tick_t>((t - epoch_).count() / tick_);
+}
+
+void wheel_service::advance(duration d) {
+  if (options_.clock != clock_mode::manual)
+    throw std::logic_error("asio_wheel: advance() needs clock_mode::manual");
+  if (d < duration::zero())
+    throw std::invalid_argument("asio_wheel: advance() takes a non-negative duration");
+  auto guard = lock();
+  manual_now_ = saturating_add(manual_now_, d);
+  wheel_.advance_to(current_tick());
+  if (wheel_.has_due()) post_step_locked();
+}
+
+wheel_stats wheel_service::stats() const {
+  auto guard = lock();
+  return stats_;
+}
+
+// ---- locking and registration ----
+
+std::unique_lock<wheel_service::lock_type> wheel_service::lock() const {
+  return std::unique_lock<lock_type>(mutex_);
+}
+
+void wheel_service::attach(const boost::asio::any_io_executor& ex) {
+  auto guard = lock();
+  if (!executor_) executor_ = ex;
+}
+
+bool wheel_service::add_pending_locked() {
+  if (options_.max_pending != 0 && stats_.pending >= options_.max_pending) {
+    ++stats_.rejected;
+    return false;
+  }
+  // A pending wait is outstanding work of the context, as with steady_timer: held as
+  // one tracked executor while anything is pending.
+  if (stats_.pending++ == 0)
+    work_ = boost::asio::prefer(executor_, boost::asio::execution::outstanding_work.tracked);
+  return true;
+}
+
+void wheel_service::remove_pending_locked(op_result r, std::size_t n) noexcept {
+  if (n == 0) return;
+  stats_.pending -= n;
+  if (r == op_result::success)
+    stats_.expired += n;
+  else
+    stats_.cancelled += n;
+  if (stats_.pending == 0) work_ = boost::asio::any_io_executor();
+}
+
+void wheel_service::complete_locked(detail::wait_op* op, op_result r) {
+  op->set_result(r);
+  ready_.push_back(*op);
+  post_step_locked();
+}
+
+void wheel_service::schedule_locked(detail::service_entry& e, time_point t) {
+  schedule_entry_locked(e, to_tick(t));
+}
+
+void wheel_service::schedule_entry_locked(detail::service_entry& e, tick_t k) {
+  if (e.linked())
+    wheel_.reschedule(e, k);
+  else
+    wheel_.insert(e, k);
+  if (e.is_due())
+    post_step_locked();
+  else if (k < armed_)
+    arm_locked();
+}
+
+void wheel_service::unschedule_locked(detail::service_entry& e) noexcept {
+  wheel_.remove(e);
+  // The driver stays armed for a slot that may now be empty; it then wakes once for
+  // nothing. Only an empty wheel disarms at once, so that run() can return.
+  if (armed_ != never_tick && wheel_.slotted() == 0) {
+    armed_ = never_tick;
+    if (driver_) driver_->cancel();
+  }
+}
+
+// ---- the timer operations ----
+
+std::size_t wheel_service::abort_waits_locked(detail::wait_entry& e) {
+  std::size_t n = 0;
+  while (!e.waits.empty()) {
+    detail::wait_op& op = e.waits.front();
+    e.waits.pop_front();
+    op.set_result(op_result::aborted);
+    ready_.push_back(op);
+    ++n;
+  }
+  if (n != 0) {
+    // Post before releasing the pending count's work, so that the context never sees
+    // zero outstanding work (and stops) while aborted handlers are queued.
+    post_step_locked();
+    remove_pending_locked(op_result::aborted, n);
+    unschedule_locked(e);
+  }
+  return n;
+}
+
+void wheel_service::start_wait(detail::wait_entry& e, detail::wait_op* op) {
+  auto guard = lock();
+  if (shutdown_) {
+    guard.unlock();
+    op->destroy();
+    return;
+  }
+  if (!add_pending_locked()) {
+    complete_locked(op, op_result::too_many);
+    return;
+  }
+  e.waits.push_back(*op);
+  if (!e.linked()) schedule_entry_locked(e, to_tick(e.expiry));
+}
+
+std::size_t wheel_service::cancel(detail::wait_entry& e) {
+  auto guard = lock();
+  return abort_waits_locked(e);
+}
+
+bool wheel_service::cancel_op(detail::wait_entry& e, detail::wait_op* op) {
+  auto guard = lock();
+  for (auto prev = e.waits.before_begin(), it = e.waits.begin(); it != e.waits.end();
+       prev = it++) {
+    if (&*it != op) continue;
+    e.waits.erase_after(prev);
+    complete_locked(op, op_result::aborted);
+    remove_pending_locked(op_result::aborted);
+    if (e.waits.empty()) unschedule_locked(e);
+    return true;
+  }
+  return false;
+}
+
+std::size_t wheel_service::expires_at(detail::wait_entry& e, time_point t) {
+  auto guard = lock();
+  const std::size_t n = abort_waits_locked(e);
+  e.expiry = t;
+  return n;
+}
+
+void wheel_service::reset_at(detail::wait_entry& e, time_point t) {
+  auto guard = lock();
+  e.expiry = t;
+  if (!e.waits.empty()) schedule_entry_locked(e, to_tick(t));
+}
+
+void wheel_service::move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept {
+  auto guard = lock();
+  to.expiry = from.expiry;
+  to.waits.clear();
+  to.waits.swap(from.waits);
+  wheel_.replace(from, to);
+  for (auto& op : to.waits) op.rebind(&to);
+}
+
+// ---- driving ----
+
+void wheel_service::post_step_locked() {
+  if (step_posted_ || !executor_) return;
+  step_posted_ = true;
+  boost::asio::post(executor_, [this] { run_step(false); });
+}
+
+void wheel_service::arm_locked() {
+  if (options_.clock != clock_mode::steady || shutdown_ || !executor_) return;
+  const tick_t next = wheel_.next_slot_tick();
+  if (next == armed_) return;
+  if (next == never_tick) {
+    armed_ = never_tick;
+    if (driver_) driver_->cancel();
+    return;
+  }
+  if (!driver_) driver_.emplace(executor_);
+  armed_ = next;
+  // Re-arming cancels the previous wait; its handler then sees operation_aborted.
+  driver_->expires_at(tick_time(next));
+  driver_->async_wait([this](const boost::system::error_code& ec) { on_driver(ec); });
+}
+
+void wheel_service::on_driver(const boost::system::error_code& ec) {
+  if (ec == boost::asio::error::operation_aborted) return;
+  {
+    auto guard = lock();
+    if (shutdown_) return;
+    ++stats_.wakeups;
+    armed_ = never_tick;
+  }
+  run_step(true);
+}
+
+void wheel_service::run_step(bool from_driver) {
+  detail::op_queue batch;
+  {
+    auto guard = lock();
+    if (shutdown_) return;
+    if (!from_driver) step_posted_ = false;
+    if (options_.clock == clock_mode::steady) wheel_.advance_to(current_tick());
+    collect_locked(batch);
+    if (!ready_.empty() || wheel_.has_due()) post_step_locked();
+    if (armed_ == never_tick) arm_locked();
+  }
+  invoke(batch);
+}
+
+void wheel_service::collect_locked(detail::op_queue& batch) {
+  const std::size_t budget =
+      options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
+                                 : options_.expiry_batch;
+  std::size_t taken = 0;
+  while (taken < budget && !ready_.empty()) {
+    detail::wait_op& op = ready_.front();
+    ready_.pop_front();
+    batch.push_back(op);
+    ++taken;
+  }
+  if (taken >= budget || !wheel_.has_due()) return;
+
+  const time_point now =
+      options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;
+  while (taken < budget) {
+    auto* entry = static_cast<detail::service_entry*>(wheel_.pop_due());
+    if (!entry) break;
+    if (entry->on_due) {
+      taken += entry->on_due(*entry, batch);
+      continue;
+    }
+    // A timer: all its waits complete with success.
+    auto& timer = static_cast<detail::wait_entry&>(*entry);
+    if (now > timer.expiry) {
+      const auto late = std::chrono::duration_cast<std::chrono::nanoseconds>(now - timer.expiry);
+      if (late > stats_.max_lateness) stats_.max_lateness = late;
+    }
+    std::size_t n = 0;
+    for (auto& op : timer.waits) op.set_result(op_result::success), ++n;
+    batch.splice_after(batch.last(), timer.waits);
+    remove_pending_locked(op_result::success, n);
+    taken += n;
+  }
+}
+
+void wheel_service::invoke(detail::op_queue& batch) {
+  // A handler may throw: the exception leaves run(), and what is left of the batch goes
+  // back to the front of the ready queue, to complete, in order, on the next step.
+  struct requeue_rest {
+    wheel_service& self;
+    detail::op_queue& rest;
+    ~requeue_rest() {
+      if (rest.empty()) return;
+      auto guard = self.lock();
+      self.ready_.splice_after(self.ready_.before_begin(), rest);
+      self.post_step_locked();
+    }
+  } guard{*this, batch};
+  while (!batch.empty()) {
+    detail::wait_op& op = batch.front();
+    batch.pop_front();
+    op.complete();
+  }
+}
+
+void wheel_service::shutdown() {
+  detail::op_queue doomed;
+  std::optional<boost::asio::steady_timer> driver;
+  boost::asio::any_io_executor work;
+  {
+    auto guard = lock();
+    shutdown_ = true;
+    wheel_.for_each([&doomed](detail::wheel_entry& e) {
+      auto& entry = static_cast<detail::service_entry&>(e);
+      if (!entry.on_due) doomed.splice_after(doomed.last(), static_cast<detail::wait_entry&>(entry).waits);
+    });
+    wheel_.clear();
+    doomed.splice_after(doomed.last(), ready_);
+    stats_.pending = 0;
+    armed_ = never_tick;
+    driver.swap(driver_);
+    work.swap(work_);
+  }
+  // Destroyed outside the lock: a handler's destructor may destroy I/O objects that
+  // call back into the service (a coroutine frame owning a timer, say).
+  while (!doomed.empty()) {
+    detail::wait_op& op = doomed.front();
+    doomed.pop_front();
+    op.destroy();
+  }
+}
+
+// ---- errors ----
+
+namespace detail {
+
+boost::system::error_code to_error_code(op_result r) noexcept {
+  switch (r) {
+  case op_result::success: return {};
+  case op_result::aborted: return boost::asio::error::operation_aborted;
+  case op_result::too_many: return error::make_error_code(error::too_many_timers);
+  }
+  return {};
+}
+
+} // namespace detail
+
+} // namespace asio_wheel
