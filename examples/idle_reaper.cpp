@@ -1,0 +1,714 @@
+// idle_reaper: a TCP echo server that closes connections idle for longer than a
+// timeout, with one asio_wheel::timer per connection.
+//
+// The hot path is the read: every read moves the connection's deadline with
+// timer.reset_after(idle_timeout), which keeps the pending wait (nothing is cancelled,
+// allocated or posted). The wait is started once per connection and only started again
+// when it completes. A completion with success does not prove idleness on its own: a read
+// can land between the wait being handed to the executor and its handler running, so the
+// handler compares the last activity with the timeout and waits again if the connection
+// was active.
+//
+//   idle_reaper [--port P] [--idle-timeout MS]        serve until SIGINT/SIGTERM
+//   idle_reaper --self-test [--quick] [options]        serve and load it, then check
+//
+// Self-test: the same process (one io_context, one thread) opens --connections loopback
+// clients. A --chatty-fraction of them send a small message about every idle_timeout/4
+// (with jitter) and check the echo; the others send one message and then go idle. At the
+// end every idle client must have been reaped within idle_timeout + tick + allowance,
+// measured on the server from its last activity to the close, and no chatty client may
+// have been reaped. The allowance (--allowance-ms, default 100 ms) is scheduling slack:
+// the single thread that runs the timers also runs thousands of sockets, and an expiry
+// storm is delivered in batches of wheel_options::expiry_batch.
+
+#include <asio_wheel.hpp>
+
+#include <boost/asio.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using time_point = std::chrono::steady_clock::time_point;
+using duration = std::chrono::steady_clock::duration;
+
+namespace {
+
+struct config {
+  unsigned short port = 0;
+  milliseconds idle_timeout = 2000ms;
+  bool self_test = false;
+  std::size_t connections = 10000;
+  double chatty_fraction = 0.5;
+  milliseconds duration = 10000ms;
+  milliseconds allowance = 100ms;
+  milliseconds tick = 1ms;
+  unsigned seed = 1;
+};
+
+void print_help() {
+  std::cout <<
+      R"(usage: idle_reaper [options]
+
+An echo server on 127.0.0.1 that closes connections idle for longer than the idle
+timeout, with one asio_wheel::timer per connection (reset_after on every read).
+
+options:
+  --port P               listen port (default 0: an ephemeral port)
+  --idle-timeout MS      close connections idle this long (default 2000)
+  --tick MS              wheel resolution (default 1)
+  --self-test            also run a load of clients in-process and check the reaping
+  --connections N        self-test clients (default 10000; limited by RLIMIT_NOFILE)
+  --chatty-fraction F    share of clients that keep talking (default 0.5)
+  --duration MS          self-test length (default 10000)
+  --allowance MS         scheduling slack allowed on top of idle timeout + one tick
+                         when checking reap times (default 100)
+  --seed S               jitter seed (default 1)
+  --quick                self-test preset: 200 connections, idle timeout 300 ms,
+                         duration 2000 ms (implies --self-test)
+  --help                 this text
+
+Without --self-test the server runs until SIGINT or SIGTERM. Exit status of the
+self-test: 0 if every idle client was reaped in time and no chatty client was reaped.
+)";
+}
+
+// Parses a non-negative integer argument, or exits with a message.
+unsigned long long parse_number(std::string_view flag, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+    std::cerr << "idle_reaper: bad value for " << flag << ": '" << text << "'\n";
+    std::exit(2);
+  }
+  return v;
+}
+
+config parse_args(int argc, char** argv) {
+  config cfg;
+  bool quick = false;
+  auto value = [&](int& i) -> const char* {
+    if (i + 1 >= argc) {
+      std::cerr << "idle_reaper: " << argv[i] << " needs a value\n";
+      std::exit(2);
+    }
+    return argv[++i];
+  };
+  // Explicit options win over the --quick preset, so remember which were given.
+  bool have_conn = false, have_idle = false, have_dur = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      print_help();
+      std::exit(0);
+    } else if (a == "--port") {
+      auto v = parse_number(a, value(i));
+      if (v > 65535) {
+        std::cerr << "idle_reaper: --port out of range\n";
+        std::exit(2);
+      }
+      cfg.port = static_cast<unsigned short>(v);
+    } else if (a == "--idle-timeout") {
+      cfg.idle_timeout = milliseconds(parse_number(a, value(i)));
+      have_idle = true;
+    } else if (a == "--tick") {
+      cfg.tick = milliseconds(parse_number(a, value(i)));
+    } else if (a == "--self-test") {
+      cfg.self_test = true;
+    } else if (a == "--connections") {
+      cfg.connections = parse_number(a, value(i));
+      have_conn = true;
+    } else if (a == "--chatty-fraction") {
+      const char* t = value(i);
+      char* end = nullptr;
+      cfg.chatty_fraction = std::strtod(t, &end);
+      if (end == t || *end != '\0' || cfg.chatty_fraction < 0 || cfg.chatty_fraction > 1) {
+        std::cerr << "idle_reaper: --chatty-fraction must be in [0, 1]\n";
+        std::exit(2);
+      }
+    } else if (a == "--duration") {
+      cfg.duration = milliseconds(parse_number(a, value(i)));
+      have_dur = true;
+    } else if (a == "--allowance") {
+      cfg.allowance = milliseconds(parse_number(a, value(i)));
+    } else if (a == "--seed") {
+      cfg.seed = static_cast<unsigned>(parse_number(a, value(i)));
+    } else if (a == "--quick") {
+      quick = true;
+    } else {
+      std::cerr << "idle_reaper: unknown argument '" << a << "' (try --help)\n";
+      std::exit(2);
+    }
+  }
+  if (quick) {
+    cfg.self_test = true;
+    if (!have_conn) cfg.connections = 200;
+    if (!have_idle) cfg.idle_timeout = 300ms;
+    if (!have_dur) cfg.duration = 2000ms;
+  }
+  if (cfg.idle_timeout < 4ms) {
+    std::cerr << "idle_reaper: --idle-timeout must be at least 4 ms\n";
+    std::exit(2);
+  }
+  if (cfg.tick <= 0ms) {
+    std::cerr << "idle_reaper: --tick must be positive\n";
+    std::exit(2);
+  }
+  return cfg;
+}
+
+double to_ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// ---------------------------------------------------------------------------------------
+// The server.
+
+class server {
+ public:
+  server(net::io_context& ctx, asio_wheel::wheel_service& wheel, unsigned short port,
+         milliseconds idle_timeout)
+      : wheel_(wheel),
+        acceptor_(ctx, tcp::endpoint(net::ip::address_v4::loopback(), port)),
+        idle_timeout_(idle_timeout) {}
+
+  unsigned short port() const { return acceptor_.local_endpoint().port(); }
+
+  void start() { accept(); }
+
+  // Closes the acceptor and every open connection; run() then drains and returns.
+  void stop() {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    // close() erases from sessions_, so take them out first.
+    auto all = std::move(sessions_);
+    sessions_.clear();
+    for (auto& [port, s] : all) s->close(/*reaped=*/false);
+  }
+
+  std::size_t open() const { return sessions_.size(); }
+  std::uint64_t echoed_bytes() const { return echoed_bytes_; }
+  std::uint64_t reaped() const { return reaped_; }
+
+  // Server-side reap latency (last activity -> close) by client port.
+  const std::unordered_map<unsigned short, duration>& reaps() const { return reaps_; }
+
+  // How long the connection from this client port has been idle, if it is still open.
+  bool idle_for(unsigned short client_port, duration& out) const {
+    auto it = sessions_.find(client_port);
+    if (it == sessions_.end()) return false;
+    out = wheel_.now() - it->second->last_activity();
+    return true;
+  }
+
+ private:
+  class session : public std::enable_shared_from_this<session> {
+   public:
+    session(server& owner, tcp::socket socket, unsigned short peer_port)
+        : owner_(owner),
+          socket_(std::move(socket)),
+          idle_timer_(socket_.get_executor()),
+          peer_port_(peer_port) {}
+
+    time_point last_activity() const { return last_activity_; }
+
+    void start() {
+      last_activity_ = owner_.wheel_.now();
+      idle_timer_.expires_at(last_activity_ + owner_.idle_timeout_);
+      wait_idle();
+      read();
+    }
+
+    // Idempotent. reaped: closed because idle (counted), not because of shutdown or EOF.
+    void close(bool reaped) {
+      if (closed_) return;
+      closed_ = true;
+      if (reaped) {
+        auto idle = owner_.wheel_.now() - last_activity_;
+        owner_.reaps_[peer_port_] = idle;
+        ++owner_.reaped_;
+      }
+      boost::system::error_code ignored;
+      socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      socket_.close(ignored);
+      idle_timer_.cancel();
+      owner_.sessions_.erase(peer_port_);
+    }
+
+   private:
+    void read() {
+      socket_.async_read_some(
+          net::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec,
+                                                         std::size_t n) {
+            if (self->closed_) return;
+            if (ec) {  // EOF or error from the client: not a reap
+              self->close(false);
+              return;
+            }
+            // The hot path: remember the activity and move the deadline, O(1), the
+            // pending wait stays where it is.
+            self->last_activity_ = self->owner_.wheel_.now();
+            self->idle_timer_.reset_after(self->owner_.idle_timeout_);
+            self->owner_.echoed_bytes_ += n;
+            net::async_write(self->socket_, net::buffer(self->buf_.data(), n),
+                             [self](boost::system::error_code ec, std::size_t) {
+                               if (self->closed_) return;
+                               if (ec) {
+                                 self->close(false);
+                                 return;
+                               }
+                               self->read();
+                             });
+          });
+    }
+
+    void wait_idle() {
+      idle_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (self->closed_ || ec == net::error::operation_aborted) return;
+        if (ec) {  // e.g. asio_wheel::error::too_many_timers: cannot police it, drop it
+          std::cerr << "idle_reaper: idle wait failed: " << ec.message() << "\n";
+          self->close(false);
+          return;
+        }
+        auto& o = self->owner_;
+        auto idle = o.wheel_.now() - self->last_activity_;
+        if (idle >= o.idle_timeout_) {
+          self->close(true);
+        } else {
+          // Activity after the wait was already on its way: wait for the real deadline.
+          self->idle_timer_.expires_at(self->last_activity_ + o.idle_timeout_);
+          self->wait_idle();
+        }
+      });
+    }
+
+    server& owner_;
+    tcp::socket socket_;
+    asio_wheel::timer idle_timer_;
+    time_point last_activity_{};
+    unsigned short peer_port_;
+    bool closed_ = false;
+    std::array<char, 1024> buf_;
+  };
+
+  void accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      if (!ec) {
+        boost::system::error_code ep_ec;
+        auto remote = socket.remote_endpoint(ep_ec);
+        if (!ep_ec) {
+          auto s = std::make_shared<session>(*this, std::move(socket), remote.port());
+          sessions_[remote.port()] = s;
+          s->start();
+        }
+      } else if (ec == net::error::no_descriptors) {
+        std::cerr << "idle_reaper: accept: " << ec.message() << "\n";
+      }
+      accept();
+    });
+  }
+
+  asio_wheel::wheel_service& wheel_;
+  tcp::acceptor acceptor_;
+  milliseconds idle_timeout_;
+  // Open connections by client port (loopback: the port identifies the client).
+  std::unordered_map<unsigned short, std::shared_ptr<session>> sessions_;
+  std::unordered_map<unsigned short, duration> reaps_;
+  std::uint64_t echoed_bytes_ = 0;
+  std::uint64_t reaped_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// The self-test load: clients in the same io_context.
+
+class load {
+ public:
+  load(net::io_context& ctx, tcp::endpoint target, const config& cfg)
+      : ctx_(ctx), target_(target), cfg_(cfg), rng_(cfg.seed) {}
+
+  void start() {
+    clients_.reserve(cfg_.connections);
+    for (std::size_t i = 0; i < cfg_.connections; ++i) {
+      // Spread chatty clients evenly: client i is chatty when floor((i+1)f) > floor(i f).
+      bool chatty = static_cast<std::size_t>((i + 1) * cfg_.chatty_fraction) >
+                    static_cast<std::size_t>(i * cfg_.chatty_fraction);
+      clients_.push_back(std::make_shared<client>(*this, chatty));
+    }
+    connect_more();
+  }
+
+  void stop() {
+    stopping_ = true;
+    for (auto& c : clients_) c->close();
+  }
+
+  struct client : std::enable_shared_from_this<client> {
+    client(load& owner, bool chatty)
+        : owner(owner), chatty(chatty), socket(owner.ctx_), send_timer(owner.ctx_) {}
+
+    load& owner;
+    bool chatty;
+    tcp::socket socket;
+    asio_wheel::timer send_timer;  // chatty clients: when to speak next
+    unsigned short local_port = 0;
+    bool connected = false;
+    bool lost = false;    // saw EOF or an error while the test was running
+    bool closed = false;
+    std::uint64_t seq = 0;
+    std::string out;
+    std::array<char, 64> in{};
+
+    void close() {
+      if (closed) return;
+      closed = true;
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      send_timer.cancel();
+    }
+
+    void connect() {
+      socket.async_connect(owner.target_, [self = shared_from_this()](
+                                              boost::system::error_code ec) {
+        auto& o = self->owner;
+        --o.in_flight_;
+        o.connect_more();
+        if (self->closed) return;
+        if (ec) {
+          ++o.connect_failures_;
+          if (o.connect_failures_ <= 5)
+            std::cerr << "idle_reaper: connect failed: " << ec.message() << "\n";
+          self->close();
+          return;
+        }
+        boost::system::error_code ep_ec;
+        self->local_port = self->socket.local_endpoint(ep_ec).port();
+        self->connected = true;
+        ++o.connected_;
+        self->send();  // everyone says hello once; idle clients then fall silent
+      });
+    }
+
+    // Sends one line and checks that exactly it comes back.
+    void send() {
+      out = (chatty ? "ping " : "hello ") + std::to_string(seq++) + "\n";
+      net::async_write(socket, net::buffer(out), [self = shared_from_this()](
+                                                     boost::system::error_code ec,
+                                                     std::size_t) {
+        if (self->closed) return;
+        if (ec) return self->on_lost(ec);
+        net::async_read(self->socket, net::buffer(self->in.data(), self->out.size()),
+                        [self](boost::system::error_code ec, std::size_t n) {
+                          if (self->closed) return;
+                          if (ec) return self->on_lost(ec);
+                          if (std::string_view(self->in.data(), n) != self->out)
+                            ++self->owner.echo_mismatches_;
+                          if (self->chatty)
+                            self->schedule();
+                          else
+                            self->wait_for_close();
+                        });
+      });
+    }
+
+    // Chatty: next message after uniform [idle/8, 3 idle/8], i.e. idle/4 on average.
+    void schedule() {
+      auto idle = duration_cast<std::chrono::microseconds>(owner.cfg_.idle_timeout);
+      std::uniform_int_distribution<long long> d(idle.count() / 8, 3 * idle.count() / 8);
+      send_timer.expires_after(std::chrono::microseconds(d(owner.rng_)));
+      send_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (self->closed || ec) return;
+        self->send();
+      });
+    }
+
+    // Idle: the only thing left to see is the server closing the connection.
+    void wait_for_close() {
+      socket.async_read_some(net::buffer(in), [self = shared_from_this()](
+                                                  boost::system::error_code ec,
+                                                  std::size_t) {
+        if (self->closed) return;
+        if (ec) return self->on_lost(ec);
+        self->wait_for_close();  // unexpected data; keep waiting
+      });
+    }
+
+    void on_lost(boost::system::error_code ec) {
+      if (!owner.stopping_) {
+        lost = true;
+        if (chatty) {
+          ++owner.chatty_lost_;
+          if (owner.chatty_lost_ <= 5)
+            std::cerr << "idle_reaper: chatty client " << local_port
+                      << " lost its connection: " << ec.message() << "\n";
+        } else {
+          ++owner.idle_closed_seen_;
+        }
+      }
+      close();
+    }
+  };
+
+  const std::vector<std::shared_ptr<client>>& clients() const { return clients_; }
+  std::size_t connected() const { return connected_; }
+  std::size_t connect_failures() const { return connect_failures_; }
+  std::size_t echo_mismatches() const { return echo_mismatches_; }
+  std::size_t chatty_lost() const { return chatty_lost_; }
+  std::size_t idle_closed_seen() const { return idle_closed_seen_; }
+
+ private:
+  // Keeps at most a fixed number of connects in flight so the listen backlog never
+  // overflows (an overflow costs a one-second SYN retry, which would blur the timings).
+  void connect_more() {
+    while (!stopping_ && in_flight_ < 64 && next_ < clients_.size()) {
+      ++in_flight_;
+      clients_[next_++]->connect();
+    }
+  }
+
+  net::io_context& ctx_;
+  tcp::endpoint target_;
+  const config& cfg_;
+  std::mt19937_64 rng_;
+  std::vector<std::shared_ptr<client>> clients_;
+  std::size_t next_ = 0;
+  std::size_t in_flight_ = 0;
+  bool stopping_ = false;
+  std::size_t connected_ = 0;
+  std::size_t connect_failures_ = 0;
+  std::size_t echo_mismatches_ = 0;
+  std::size_t chatty_lost_ = 0;
+  std::size_t idle_closed_seen_ = 0;
+};
+
+// Raises the soft RLIMIT_NOFILE to what n connections need (two descriptors each, both
+// ends live in this process); returns how many connections the hard limit allows.
+std::size_t fit_descriptor_limit(std::size_t n) {
+  constexpr std::size_t reserve = 64;  // stdio, epoll, acceptor, eventfds, slack
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return n;
+  rlim_t need = static_cast<rlim_t>(2 * n + reserve);
+  if (rl.rlim_cur < need) {
+    rlimit want = rl;
+    want.rlim_cur = (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) ? need : rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    std::size_t fit = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
+    std::cout << "note: RLIMIT_NOFILE allows " << rl.rlim_cur << " descriptors (hard limit "
+              << rl.rlim_max << "); using " << fit << " connections instead of " << n
+              << "\n";
+    return fit;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------
+
+class status_printer {
+ public:
+  status_printer(net::io_context& ctx, asio_wheel::wheel_service& wheel, const server& srv)
+      : timer_(ctx), wheel_(wheel), srv_(srv), start_(wheel.now()) {}
+
+  void start() { arm(); }
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+
+ private:
+  void arm() {
+    timer_.expires_at(start_ + std::chrono::seconds(++n_));
+    timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || stopped_) return;
+      auto st = wheel_.stats();
+      std::printf(
+          "[%3llus] open %6zu | echoed %10llu B | reaped %6llu | timers pending %6zu | "
+          "wake-ups %8llu\n",
+          static_cast<unsigned long long>(n_), srv_.open(),
+          static_cast<unsigned long long>(srv_.echoed_bytes()),
+          static_cast<unsigned long long>(srv_.reaped()), st.pending,
+          static_cast<unsigned long long>(st.wakeups));
+      std::fflush(stdout);
+      arm();
+    });
+  }
+
+  asio_wheel::timer timer_;
+  asio_wheel::wheel_service& wheel_;
+  const server& srv_;
+  time_point start_;
+  std::uint64_t n_ = 0;
+  bool stopped_ = false;
+};
+
+// Checks the self-test results; prints the summary; returns true if they hold.
+bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server& srv,
+               const load& ld, const std::unordered_map<unsigned short, duration>& reaps,
+               const std::vector<std::pair<unsigned short, duration>>& still_open_idle) {
+  const duration bound = cfg.idle_timeout + wheel.options().tick + cfg.allowance;
+  std::size_t idle_total = 0, idle_reaped_ok = 0, idle_late = 0, idle_missed = 0,
+              idle_not_due = 0, chatty_total = 0, chatty_reaped = 0;
+  std::vector<duration> over;  // reap latency minus idle timeout, for the reaped idle ones
+  for (auto& c : ld.clients()) {
+    if (!c->connected) continue;
+    auto it = reaps.find(c->local_port);
+    if (c->chatty) {
+      ++chatty_total;
+      if (it != reaps.end() || c->lost) ++chatty_reaped;
+      continue;
+    }
+    ++idle_total;
+    if (it != reaps.end()) {
+      over.push_back(it->second - cfg.idle_timeout);
+      if (it->second <= bound)
+        ++idle_reaped_ok;
+      else
+        ++idle_late;
+    }
+  }
+  // Idle clients the server still had open at the end: a failure only if they were
+  // already past the bound (the reaper missed them); younger ones were not due yet.
+  for (auto& [port, idle] : still_open_idle) {
+    if (idle > bound)
+      ++idle_missed;
+    else
+      ++idle_not_due;
+  }
+  std::sort(over.begin(), over.end());
+  auto pct = [&](double p) {
+    if (over.empty()) return 0.0;
+    return to_ms(over[static_cast<std::size_t>(p * static_cast<double>(over.size() - 1))]);
+  };
+  auto st = wheel.stats();
+  std::printf("\nsummary\n");
+  std::printf("  connections         %zu connected, %zu failed to connect\n", ld.connected(),
+              ld.connect_failures());
+  std::printf("  idle clients        %zu: %zu reaped in time, %zu late, %zu missed, "
+              "%zu not due yet at the end\n",
+              idle_total, idle_reaped_ok, idle_late, idle_missed, idle_not_due);
+  std::printf("  reap time - timeout min %.2f ms, median %.2f ms, p99 %.2f ms, max %.2f ms "
+              "(bound: tick %.2f ms + allowance %.2f ms)\n",
+              pct(0), pct(0.5), pct(0.99), pct(1), to_ms(wheel.options().tick),
+              to_ms(cfg.allowance));
+  std::printf("  idle clients saw EOF %zu\n", ld.idle_closed_seen());
+  std::printf("  chatty clients      %zu, reaped or lost %zu\n", chatty_total, chatty_reaped);
+  std::printf("  echo mismatches     %zu\n", ld.echo_mismatches());
+  std::printf("  echoed bytes        %llu\n",
+              static_cast<unsigned long long>(srv.echoed_bytes()));
+  std::printf("  wheel               expired %llu, cancelled %llu, rejected %llu, "
+              "wake-ups %llu, max lateness %.2f ms\n",
+              static_cast<unsigned long long>(st.expired),
+              static_cast<unsigned long long>(st.cancelled),
+              static_cast<unsigned long long>(st.rejected),
+              static_cast<unsigned long long>(st.wakeups), to_ms(st.max_lateness));
+
+  bool ok = true;
+  auto check = [&](bool cond, const char* what) {
+    std::printf("  %-4s %s\n", cond ? "ok" : "FAIL", what);
+    ok = ok && cond;
+  };
+  check(ld.connect_failures() == 0 && ld.connected() == cfg.connections,
+        "all clients connected");
+  check(idle_total == 0 || (idle_late == 0 && idle_missed == 0),
+        "every idle client was reaped within idle timeout + tick + allowance");
+  check(idle_total == 0 || idle_reaped_ok > 0, "at least one idle client was checked");
+  check(chatty_reaped == 0, "no chatty client was reaped");
+  check(ld.echo_mismatches() == 0, "every echo matched");
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config cfg = parse_args(argc, argv);
+  if (cfg.self_test) {
+    std::size_t fit = fit_descriptor_limit(cfg.connections);
+    if (fit == 0) {
+      std::cerr << "idle_reaper: no descriptors left for connections\n";
+      return 1;
+    }
+    cfg.connections = fit;
+  }
+
+  try {
+    net::io_context ctx(1);
+    asio_wheel::wheel_options opts;
+    opts.tick = cfg.tick;
+    auto& wheel = asio_wheel::install(ctx, opts);
+
+    server srv(ctx, wheel, cfg.port, cfg.idle_timeout);
+    srv.start();
+    std::printf("idle_reaper: echo server on 127.0.0.1:%u, idle timeout %lld ms, tick %.2f ms\n",
+                srv.port(), static_cast<long long>(cfg.idle_timeout.count()),
+                to_ms(wheel.options().tick));
+    std::fflush(stdout);
+
+    status_printer status(ctx, wheel, srv);
+    status.start();
+
+    if (!cfg.self_test) {
+      net::signal_set signals(ctx, SIGINT, SIGTERM);
+      signals.async_wait([&](boost::system::error_code ec, int) {
+        if (ec) return;
+        std::printf("\nstopping\n");
+        status.stop();
+        srv.stop();
+      });
+      ctx.run();
+      return 0;
+    }
+
+    std::printf("self-test: %zu connections, %.0f%% chatty, duration %lld ms\n",
+                cfg.connections, cfg.chatty_fraction * 100,
+                static_cast<long long>(cfg.duration.count()));
+    load ld(ctx, tcp::endpoint(net::ip::address_v4::loopback(), srv.port()), cfg);
+    ld.start();
+
+    // The results are taken at the deadline, before the shutdown closes everything.
+    std::unordered_map<unsigned short, duration> reaps;
+    std::vector<std::pair<unsigned short, duration>> still_open_idle;
+    asio_wheel::timer end(ctx);
+    end.expires_after(cfg.duration);
+    end.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      reaps = srv.reaps();
+      for (auto& c : ld.clients()) {
+        duration idle{};
+        if (c->connected && !c->chatty && srv.idle_for(c->local_port, idle))
+          still_open_idle.emplace_back(c->local_port, idle);
+      }
+      status.stop();
+      ld.stop();
+      srv.stop();
+    });
+    ctx.run();  // returns once everything is closed and no wait is pending
+
+    return summarize(cfg, wheel, srv, ld, reaps, still_open_idle) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "idle_reaper: " << e.what() << "\n";
+    return 1;
+  }
+}
