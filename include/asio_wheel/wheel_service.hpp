@@ -105,6 +105,10 @@ public:
   // Queues `op` for completion with `r` on the next step (never inline).
   void complete_locked(detail::wait_op* op, detail::op_result r);
   bool stopped_locked() const noexcept { return shutdown_; }
+  // now() for a caller that holds the lock (an on_due step, which runs under it).
+  time_point now_locked() const noexcept {
+    return options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;
+  }
 
   class lock_type {
   public:
