@@ -1,0 +1,430 @@
+// periodic_timer on the manual clock: the schedule, the missed-tick policies, jitter,
+// cancellation and the allocation budget of a tick.
+#define BOOST_TEST_MODULE periodic_timer
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel/periodic_timer.hpp>
+
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <vector>
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+using asio_wheel::missed_tick;
+using asio_wheel::periodic_timer;
+using std::chrono::steady_clock;
+
+// Every global operator new, counted, to check that a tick allocates nothing of its own.
+static std::atomic<std::size_t> g_news{0};
+
+void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+// One io_context with a manual-clock wheel, and the helpers every test uses.
+struct fixture {
+  net::io_context io;
+  asio_wheel::wheel_service& svc;
+  steady_clock::time_point t0;
+
+  explicit fixture(steady_clock::duration tick = 1ms)
+      : svc(asio_wheel::install(io, make_options(tick))), t0(svc.now()) {}
+
+  static asio_wheel::wheel_options make_options(steady_clock::duration tick) {
+    asio_wheel::wheel_options o;
+    o.clock = asio_wheel::clock_mode::manual;
+    o.tick = tick;
+    return o;
+  }
+
+  // Runs every ready handler (poll stops the context when it runs out of work).
+  void settle() {
+    io.restart();
+    io.poll();
+  }
+
+  void advance(steady_clock::duration d) {
+    svc.advance(d);
+    settle();
+  }
+
+  steady_clock::duration elapsed() const { return svc.now() - t0; }
+};
+
+// What a tick handler saw.
+struct tick_record {
+  bool called = false;
+  boost::system::error_code ec;
+  std::uint64_t missed = 0;
+  steady_clock::duration at{};
+};
+
+// Starts one async_tick recording into `r`.
+void tick(periodic_timer& t, fixture& f, tick_record& r) {
+  r = tick_record{};
+  t.async_tick([&r, &f](boost::system::error_code ec, std::uint64_t missed) {
+    r.called = true;
+    r.ec = ec;
+    r.missed = missed;
+    r.at = f.elapsed();
+  });
+}
+
+// Advances the clock by `step` until `r` is called (at most `limit` steps).
+void step_until(fixture& f, const tick_record& r, steady_clock::duration step = 1ms,
+                int limit = 100000) {
+  for (int i = 0; !r.called && i < limit; ++i) f.advance(step);
+  BOOST_REQUIRE(r.called);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(first_tick_is_one_period_after_construction) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  BOOST_TEST((t.period() == 10ms));
+  tick_record r;
+  tick(t, f, r);
+  f.advance(9ms);
+  BOOST_TEST(!r.called);
+  f.advance(1ms);
+  BOOST_TEST(r.called);
+  BOOST_TEST(!r.ec);
+  BOOST_TEST(r.missed == 0u);
+  BOOST_TEST((r.at == 10ms));
+}
+
+// Handlers that run 3 ms late must not push the schedule: ticks stay at k * 10 ms.
+BOOST_AUTO_TEST_CASE(no_drift_under_late_handlers) {
+  for (missed_tick policy : {missed_tick::skip, missed_tick::burst, missed_tick::delay}) {
+    fixture f;
+    periodic_timer t(f.io, 10ms, policy);
+    tick_record r;
+    for (int k = 1; k <= 50; ++k) {
+      tick(t, f, r);
+      step_until(f, r);
+      BOOST_TEST(!r.ec);
+      BOOST_TEST(r.missed == 0u);
+      BOOST_TEST((r.at == k * 10ms), "tick " << k << " at " << r.at.count());
+      f.advance(3ms); // the handler's own work, before it asks for the next tick
+    }
+  }
+}
+
+// The context is busy (nothing polled) from 0 to 35 ms with a tick pending for 10 ms.
+BOOST_AUTO_TEST_CASE(skip_drops_missed_ticks_and_counts_them) {
+  fixture f;
+  periodic_timer t(f.io, 10ms, missed_tick::skip);
+  tick_record r;
+  tick(t, f, r);
+  f.svc.advance(35ms);
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST(r.missed == 2u); // the slots at 20 and 30 ms passed unobserved
+  tick(t, f, r);
+  f.settle();
+  BOOST_TEST(!r.called); // 20 and 30 are dropped; next is the first slot after 35
+  step_until(f, r);
+  BOOST_TEST((r.at == 40ms));
+  BOOST_TEST(r.missed == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(burst_delivers_every_missed_tick_at_once) {
+  fixture f;
+  periodic_timer t(f.io, 10ms, missed_tick::burst);
+  tick_record r;
+  tick(t, f, r);
+  f.svc.advance(35ms);
+  f.settle();
+  BOOST_TEST(r.missed == 2u);
+  // 20 and 30 follow immediately, counting the backlog down.
+  tick(t, f, r);
+  BOOST_TEST(!r.called); // never inside async_tick
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST(r.missed == 1u);
+  BOOST_TEST((r.at == 35ms));
+  tick(t, f, r);
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST(r.missed == 0u);
+  BOOST_TEST((r.at == 35ms));
+  // Then back on the original schedule.
+  tick(t, f, r);
+  f.settle();
+  BOOST_TEST(!r.called);
+  step_until(f, r);
+  BOOST_TEST((r.at == 40ms));
+}
+
+BOOST_AUTO_TEST_CASE(delay_restarts_the_schedule_from_the_late_tick) {
+  fixture f;
+  periodic_timer t(f.io, 10ms, missed_tick::delay);
+  tick_record r;
+  tick(t, f, r);
+  f.svc.advance(35ms);
+  f.settle();
+  BOOST_TEST(r.missed == 2u);
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 45ms));
+  BOOST_TEST(r.missed == 0u);
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 55ms));
+}
+
+// Nobody waits from 0 to 35 ms; the late async_tick gets the overdue tick as if by post.
+BOOST_AUTO_TEST_CASE(a_late_async_tick_completes_at_once_with_the_count) {
+  for (missed_tick policy : {missed_tick::skip, missed_tick::burst, missed_tick::delay}) {
+    fixture f;
+    periodic_timer t(f.io, 10ms, policy);
+    f.advance(35ms);
+    tick_record r;
+    tick(t, f, r);
+    BOOST_TEST(!r.called);
+    f.settle();
+    BOOST_TEST(r.called);
+    BOOST_TEST(r.missed == 2u);
+    BOOST_TEST(f.svc.stats().pending == 0u);
+    tick(t, f, r);
+    f.settle();
+    if (!r.called) step_until(f, r);
+    const auto expected = policy == missed_tick::skip    ? 40ms
+                          : policy == missed_tick::burst ? 35ms
+                                                         : 45ms;
+    BOOST_TEST((r.at == expected), "policy " << int(policy) << " at " << r.at.count());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(period_change_applies_after_the_scheduled_tick) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  tick_record r;
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 10ms));
+  t.period(20ms);
+  BOOST_TEST((t.period() == 20ms));
+  std::vector<steady_clock::duration> seen;
+  for (int i = 0; i < 3; ++i) {
+    tick(t, f, r);
+    step_until(f, r);
+    seen.push_back(r.at);
+  }
+  BOOST_TEST((seen == std::vector<steady_clock::duration>{20ms, 40ms, 60ms}));
+  BOOST_CHECK_THROW(t.period(0ms), std::invalid_argument);
+  BOOST_CHECK_THROW(periodic_timer(f.io, -1ms), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(reset_restarts_from_now_and_keeps_the_pending_tick) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  tick_record r;
+  tick(t, f, r);
+  f.advance(7ms);
+  t.reset(); // the pending tick now waits for 17 ms
+  f.advance(3ms);
+  BOOST_TEST(!r.called);
+  step_until(f, r);
+  BOOST_TEST((r.at == 17ms));
+  BOOST_TEST(!r.ec);
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 27ms));
+}
+
+// Each tick at slot + [0, jitter): within bounds, spread over the range, never drifting.
+BOOST_AUTO_TEST_CASE(jitter_stays_within_bounds_over_many_ticks) {
+  fixture f(100us);
+  periodic_timer t(f.io, 10ms);
+  t.jitter(4ms);
+  tick_record r;
+  steady_clock::duration lo = 1h, hi = -1h;
+  std::vector<int> buckets(4, 0); // offsets by millisecond
+  for (int k = 1; k <= 1000; ++k) {
+    tick(t, f, r);
+    const auto slot = k * steady_clock::duration(10ms);
+    f.advance(slot - 100us - f.elapsed());
+    BOOST_REQUIRE(!r.called); // never before its slot
+    step_until(f, r, 100us);
+    const auto offset = r.at - slot;
+    // Observed at the first 100 us step at or after slot + jitter: within [0, 4 ms].
+    BOOST_REQUIRE((offset >= 0ms && offset <= 4ms));
+    lo = std::min(lo, offset);
+    hi = std::max(hi, offset);
+    ++buckets[std::min<long>(3, offset / 1ms)];
+  }
+  BOOST_TEST((lo <= 200us));
+  BOOST_TEST((hi >= 3800us));
+  for (int b : buckets) BOOST_TEST(b > 150); // about 250 each if uniform
+}
+
+BOOST_AUTO_TEST_CASE(jitter_is_capped_at_the_period) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  t.jitter(1h);
+  tick_record r;
+  for (int k = 1; k <= 100; ++k) {
+    tick(t, f, r);
+    step_until(f, r);
+    BOOST_TEST((r.at >= k * 10ms && r.at <= (k + 1) * 10ms), "tick " << k << " at " << r.at.count());
+    BOOST_TEST(r.missed == 0u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cancel_aborts_the_pending_tick) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  tick_record r;
+  tick(t, f, r);
+  BOOST_TEST(t.cancel() == 1u);
+  BOOST_TEST(!r.called); // as if by post
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST((r.ec == net::error::operation_aborted));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  BOOST_TEST(t.cancel() == 0u);
+  // The schedule goes on: the next tick is still at 10 ms.
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST(!r.ec);
+  BOOST_TEST((r.at == 10ms));
+}
+
+BOOST_AUTO_TEST_CASE(destruction_aborts_the_pending_tick) {
+  fixture f;
+  std::optional<periodic_timer> t(std::in_place, f.io, 10ms);
+  tick_record r;
+  tick(*t, f, r);
+  t.reset();
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST((r.ec == net::error::operation_aborted));
+  f.advance(20ms); // nothing left on the wheel refers to the timer
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(per_operation_cancellation_aborts_one_tick) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  net::cancellation_signal sig;
+  tick_record r;
+  t.async_tick(net::bind_cancellation_slot(
+      sig.slot(), [&](boost::system::error_code ec, std::uint64_t) { r.called = true, r.ec = ec; }));
+  sig.emit(net::cancellation_type::terminal);
+  f.settle();
+  BOOST_TEST((r.ec == net::error::operation_aborted));
+  f.advance(10ms); // the orphaned tick entry fires with nobody waiting: harmless
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  // The tick at 10 ms went unobserved; the next async_tick gets it, as if by post.
+  tick(t, f, r);
+  BOOST_TEST(!r.called);
+  f.settle();
+  BOOST_TEST(!r.ec);
+  BOOST_TEST(r.missed == 0u);
+  BOOST_TEST((r.at == 10ms));
+  tick(t, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 20ms));
+}
+
+BOOST_AUTO_TEST_CASE(several_pending_ticks_complete_in_order) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  tick_record a, b;
+  tick(t, f, a);
+  tick(t, f, b);
+  step_until(f, a);
+  BOOST_TEST(!b.called);
+  BOOST_TEST((a.at == 10ms));
+  step_until(f, b);
+  BOOST_TEST((b.at == 20ms));
+}
+
+namespace {
+
+// Counts what the operations take from the handler's allocator.
+struct alloc_counts {
+  std::size_t allocations = 0;
+  std::size_t deallocations = 0;
+};
+
+template <class T>
+struct counting_allocator {
+  using value_type = T;
+  alloc_counts* counts;
+  explicit counting_allocator(alloc_counts* c) noexcept : counts(c) {}
+  template <class U>
+  counting_allocator(const counting_allocator<U>& o) noexcept : counts(o.counts) {}
+  T* allocate(std::size_t n) {
+    ++counts->allocations;
+    return static_cast<T*>(std::malloc(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t) noexcept {
+    ++counts->deallocations;
+    std::free(p);
+  }
+  template <class U>
+  bool operator==(const counting_allocator<U>& o) const noexcept { return counts == o.counts; }
+};
+
+// A chain of ticks, each re-arming the next and moving the clock from inside the
+// context (so that Asio's per-thread recycling applies to the service's own posts).
+struct chain {
+  periodic_timer& timer;
+  asio_wheel::wheel_service& svc;
+  alloc_counts& counts;
+  int left;
+  void start() {
+    timer.async_tick(net::bind_allocator(counting_allocator<void>(&counts), next{this}));
+    svc.advance(10ms);
+  }
+  struct next {
+    chain* self;
+    void operator()(boost::system::error_code ec, std::uint64_t) const {
+      BOOST_REQUIRE(!ec);
+      if (--self->left > 0) self->start();
+    }
+  };
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_tick_allocates_only_its_operation) {
+  fixture f;
+  periodic_timer t(f.io, 10ms);
+  alloc_counts counts;
+  chain warm{t, f.svc, counts, 10};
+  net::post(f.io, [&] { warm.start(); });
+  f.settle();
+  BOOST_TEST(warm.left == 0);
+
+  counts = {};
+  chain c{t, f.svc, counts, 1000};
+  net::post(f.io, [&] { c.start(); });
+  const std::size_t before = g_news.load();
+  f.settle();
+  const std::size_t news = g_news.load() - before;
+  BOOST_TEST(c.left == 0);
+  BOOST_TEST(counts.allocations == 1000u);   // one operation per tick,
+  BOOST_TEST(counts.deallocations == 1000u); // from the handler's allocator,
+  BOOST_TEST(news == 0u);                    // and nothing from the heap
+}
