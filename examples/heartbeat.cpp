@@ -1,0 +1,529 @@
+// heartbeat: dead-peer detection with asio_wheel::periodic_timer.
+//
+// Every peer (each end of each connection) pings the other on a periodic timer with
+// jitter ("ping <n>") and answers the other's pings ("pong <n>"). At each tick a peer first
+// counts its unanswered pings; once k of them are outstanding (--missed k) the other side
+// is declared dead and the connection dropped. A healthy peer answers within a round trip,
+// far less than a period, so it never has an unanswered ping at a tick.
+//
+// The demo runs a server and --clients clients on loopback in one process; after
+// --mute-after one client hangs (keeps its socket open, stops pinging and answering). The
+// server must drop exactly that client, within the window derived below, and nobody else.
+//
+// Detection window, from the mute at time m (P period, J jitter, k missed beats):
+// the first unanswered ping is sent at the first tick after m (its slot is at most m + P
+// and not before m - J), and the drop happens k ticks later, at that tick's slot + k P
+// plus its own jitter. So the drop is at m + [k P - J, (k + 1) P + J), plus delivery
+// lateness. The check allows --slack for that lateness at the top, and 10 ms at the
+// bottom for a ping sent less than a round trip before the hang, which goes unanswered
+// too. Sockets use TCP_NODELAY: with Nagle's algorithm a ping queued behind an
+// unacknowledged one waits for a delayed ACK (40 ms on Linux), longer than a round trip.
+//
+//   heartbeat [--self-test] [options]             the in-process demo (checks itself)
+//   heartbeat server [--port P] [options]         serve until SIGINT/SIGTERM
+//   heartbeat client --port P [--mute-after MS]   one client
+
+#include <asio_wheel.hpp>
+
+#include <boost/asio.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+struct config {
+  milliseconds period = 100ms;
+  milliseconds jitter = 20ms;
+  std::uint64_t missed = 3;
+  std::size_t clients = 3;
+  milliseconds mute_after = 1000ms;  // 0 = never (client mode)
+  milliseconds slack = 100ms;
+  std::optional<unsigned short> port;
+  bool self_test = false;
+  bool verbose = false;  // log every ping and pong
+};
+
+void print_help() {
+  std::cout << R"(usage: heartbeat [MODE] [options]
+
+Peers on loopback ping each other on an asio_wheel::periodic_timer with jitter and drop
+a peer after k unanswered pings.
+
+modes:
+  (none)        in-process demo: a server and --clients clients; one client hangs after
+                --mute-after and must be dropped by the server, within the window
+                [k P - J - 10 ms, (k + 1) P + J + slack) after the hang, and nobody else
+  server        serve on 127.0.0.1 (--port, default ephemeral) until SIGINT/SIGTERM
+  client        connect to 127.0.0.1:--port; hang after --mute-after if given
+
+options:
+  --period MS        heartbeat period P (default 100)
+  --jitter MS        each beat is late by uniform [0, J) (default 20)
+  --missed K         drop the peer after K unanswered pings (default 3)
+  --clients N        demo clients (default 3)
+  --mute-after MS    demo/client: hang after this long (default 1000 in the demo)
+  --slack MS         demo: allowed delivery lateness + round trip (default 100)
+  --port P           server: listen port; client: server port
+  --verbose          log every ping and pong
+  --self-test        the demo, with the default settings unless given; exit status 0 if
+                     the checks hold (the demo without it prints them too)
+  --help             this text
+)";
+}
+
+long long parse_number(std::string_view flag, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 0) {
+    std::cerr << "heartbeat: bad value for " << flag << ": '" << text << "'\n";
+    std::exit(2);
+  }
+  return v;
+}
+
+steady::time_point g_start = steady::now();
+
+double ms_since_start() {
+  return std::chrono::duration<double, std::milli>(steady::now() - g_start).count();
+}
+
+template <class... A>
+void log(const char* fmt, A... a) {
+  std::printf("[%8.1f ms] ", ms_since_start());
+  std::printf(fmt, a...);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+
+// One end of a connection: pings on a periodic timer, answers pings, watches pongs.
+class peer : public std::enable_shared_from_this<peer> {
+ public:
+  // Called once when the connection ends: dropped (we declared the other side dead) or
+  // closed (the other side went away, or stop()).
+  using end_handler = std::function<void(peer&, bool dropped)>;
+
+  peer(std::string name, tcp::socket socket, const config& cfg, end_handler on_end)
+      : name_(std::move(name)),
+        socket_(std::move(socket)),
+        beat_(socket_.get_executor(), cfg.period, asio_wheel::missed_tick::skip),
+        limit_(cfg.missed),
+        verbose_(cfg.verbose),
+        on_end_(std::move(on_end)) {
+    beat_.jitter(cfg.jitter);
+    boost::system::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);  // see the top of the file
+  }
+
+  const std::string& name() const { return name_; }
+
+  void start() {
+    beat_.reset();  // first beat one period from now
+    tick();
+    read();
+  }
+
+  // Simulates a hung process: the socket stays open, nothing is sent or answered.
+  void mute() {
+    muted_ = true;
+    beat_.cancel();
+    log("%s: hanging (no more pings or pongs)", name_.c_str());
+  }
+
+  void stop() { end(false); }
+
+ private:
+  void tick() {
+    beat_.async_tick([self = shared_from_this()](boost::system::error_code ec,
+                                                  std::uint64_t missed) {
+      if (ec || self->ended_ || self->muted_) return;
+      if (missed > 0)
+        log("%s: %llu beat(s) of ours ran late and were skipped", self->name_.c_str(),
+            static_cast<unsigned long long>(missed));
+      std::uint64_t unanswered = self->sent_ - self->acked_;
+      if (unanswered >= self->limit_) {
+        log("%s: %llu pings unanswered, dropping the peer", self->name_.c_str(),
+            static_cast<unsigned long long>(unanswered));
+        self->end(true);
+        return;
+      }
+      self->send("ping " + std::to_string(++self->sent_) + "\n");
+      if (self->verbose_)
+        log("%s: ping %llu", self->name_.c_str(), static_cast<unsigned long long>(self->sent_));
+      self->tick();
+    });
+  }
+
+  void read() {
+    net::async_read_until(
+        socket_, net::dynamic_buffer(in_), '\n',
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+          if (self->ended_) return;
+          if (ec) {
+            log("%s: connection closed by the peer (%s)", self->name_.c_str(),
+                ec.message().c_str());
+            self->end(false);
+            return;
+          }
+          std::string line = self->in_.substr(0, n - 1);
+          self->in_.erase(0, n);
+          if (self->verbose_)
+            log("%s: got '%s'%s", self->name_.c_str(), line.c_str(),
+                self->muted_ ? " (hung: ignored)" : "");
+          if (!self->muted_) self->on_line(line);
+          self->read();
+        });
+  }
+
+  void on_line(const std::string& line) {
+    if (line.rfind("ping ", 0) == 0) {
+      send("pong " + line.substr(5) + "\n");
+    } else if (line.rfind("pong ", 0) == 0) {
+      std::uint64_t n = std::strtoull(line.c_str() + 5, nullptr, 10);
+      if (n > acked_ && n <= sent_) acked_ = n;
+    }
+  }
+
+  // Writes are queued: at most one async_write is in flight on the socket.
+  void send(std::string msg) {
+    out_.push_back(std::move(msg));
+    if (out_.size() == 1) write_front();
+  }
+
+  void write_front() {
+    net::async_write(socket_, net::buffer(out_.front()),
+                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                       if (self->ended_) return;
+                       if (ec) {
+                         self->end(false);
+                         return;
+                       }
+                       self->out_.pop_front();
+                       if (!self->out_.empty()) self->write_front();
+                     });
+  }
+
+  void end(bool dropped) {
+    if (ended_) return;
+    ended_ = true;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    beat_.cancel();
+    if (on_end_) on_end_(*this, dropped);
+  }
+
+  std::string name_;
+  tcp::socket socket_;
+  asio_wheel::periodic_timer beat_;
+  std::uint64_t limit_;
+  bool verbose_;
+  end_handler on_end_;
+  std::uint64_t sent_ = 0;   // pings sent, numbered 1..sent_
+  std::uint64_t acked_ = 0;  // highest ping answered
+  bool muted_ = false;
+  bool ended_ = false;
+  std::string in_;
+  std::deque<std::string> out_;
+};
+
+// Accepts connections and runs a peer for each; names them by the client's port.
+class server {
+ public:
+  server(net::io_context& ctx, const config& cfg, unsigned short port,
+         peer::end_handler on_end)
+      : cfg_(cfg),
+        acceptor_(ctx, tcp::endpoint(net::ip::address_v4::loopback(), port)),
+        on_end_([this, user = std::move(on_end)](peer& p, bool dropped) {
+          if (user) user(p, dropped);
+          forget(p);
+        }) {}
+
+  unsigned short port() const { return acceptor_.local_endpoint().port(); }
+  void start() { accept(); }
+  void stop() {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    auto all = std::move(peers_);  // stop() ends each peer, which calls forget()
+    peers_.clear();
+    for (auto& p : all) p->stop();
+  }
+
+ private:
+  // An ended peer is dropped from the list (whoever ended it still holds a reference).
+  void forget(peer& p) {
+    std::erase_if(peers_, [&](const std::shared_ptr<peer>& q) { return q.get() == &p; });
+  }
+
+  void accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket s) {
+      if (!acceptor_.is_open()) return;
+      if (!ec) {
+        boost::system::error_code ep_ec;
+        auto port = s.remote_endpoint(ep_ec).port();
+        log("server: client:%u connected", static_cast<unsigned>(port));
+        auto p = std::make_shared<peer>("server/client:" + std::to_string(port), std::move(s),
+                                        cfg_, on_end_);
+        peers_.push_back(p);
+        p->start();
+      }
+      accept();
+    });
+  }
+
+  const config& cfg_;
+  tcp::acceptor acceptor_;
+  peer::end_handler on_end_;
+  std::vector<std::shared_ptr<peer>> peers_;
+};
+
+// ---------------------------------------------------------------------------------------
+
+int run_demo(const config& cfg) {
+  net::io_context ctx(1);
+  std::vector<std::shared_ptr<peer>> clients;
+  std::vector<unsigned short> client_ports;
+
+  // What happened, for the checks.
+  struct drop {
+    std::string by;
+    double at_ms;
+  };
+  std::vector<drop> drops;
+  double mute_at = -1;
+  bool stopping = false;
+
+  asio_wheel::timer mute_timer(ctx);  // when client#0 hangs
+  asio_wheel::timer end_timer(ctx);   // stop a little after the drop
+  asio_wheel::timer give_up(ctx);     // stop if no drop comes at all
+  std::function<void()> finish;       // closes everything so that run() returns
+
+  auto on_end = [&](peer& p, bool dropped) {
+    if (stopping || !dropped) return;
+    drops.push_back({p.name(), ms_since_start()});
+    // Let two more periods pass so that a wrong second drop would show, then stop.
+    end_timer.expires_after(2 * cfg.period);
+    end_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) finish();
+    });
+  };
+
+  server srv(ctx, cfg, 0, on_end);
+  srv.start();
+  tcp::endpoint ep(net::ip::address_v4::loopback(), srv.port());
+  log("server on 127.0.0.1:%u; period %lld ms, jitter %lld ms, drop after %llu missed",
+      srv.port(), static_cast<long long>(cfg.period.count()),
+      static_cast<long long>(cfg.jitter.count()), static_cast<unsigned long long>(cfg.missed));
+
+  finish = [&] {
+    if (stopping) return;
+    stopping = true;
+    mute_timer.cancel();
+    end_timer.cancel();
+    give_up.cancel();
+    for (auto& c : clients) c->stop();
+    srv.stop();
+  };
+
+  for (std::size_t i = 0; i < cfg.clients; ++i) {
+    tcp::socket s(ctx);
+    s.connect(ep);  // loopback: completes at once; the server accepts it in run()
+    client_ports.push_back(s.local_endpoint().port());
+    auto p = std::make_shared<peer>(
+        "client#" + std::to_string(i) + ":" + std::to_string(client_ports.back()),
+        std::move(s), cfg, on_end);
+    clients.push_back(p);
+    p->start();
+  }
+
+  mute_timer.expires_after(cfg.mute_after);
+  mute_timer.async_wait([&](boost::system::error_code ec) {
+    if (ec || stopping) return;
+    mute_at = ms_since_start();
+    clients.front()->mute();
+  });
+
+  // Well after the detection window has closed.
+  give_up.expires_after(cfg.mute_after + (cfg.missed + 4) * cfg.period + cfg.jitter +
+                        cfg.slack + 1s);
+  give_up.async_wait([&](boost::system::error_code ec) {
+    if (ec) return;
+    log("giving up: no drop seen");
+    finish();
+  });
+
+  ctx.run();  // returns once finish() has closed everything
+
+  // Checks.
+  const double k = static_cast<double>(cfg.missed);
+  const double P = static_cast<double>(cfg.period.count());
+  const double J = static_cast<double>(cfg.jitter.count());
+  const double lo = k * P - J - 10;  // 10 ms: a round trip on a busy loopback
+  const double hi = (k + 1) * P + J + static_cast<double>(cfg.slack.count());
+  const std::string muted_name = "server/client:" + std::to_string(client_ports.front());
+
+  bool ok = true;
+  auto check = [&](bool cond, const std::string& what) {
+    std::printf("  %-4s %s\n", cond ? "ok" : "FAIL", what.c_str());
+    ok = ok && cond;
+  };
+  std::printf("\nchecks\n");
+  check(mute_at >= 0, "client#0 hung");
+  check(drops.size() == 1, "exactly one drop (" + std::to_string(drops.size()) + " seen)");
+  if (!drops.empty()) {
+    check(drops.front().by == muted_name,
+          "the server dropped the hung client (dropped by " + drops.front().by + ")");
+    double after = drops.front().at_ms - mute_at;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "detected %.1f ms after the hang, window [%.0f, %.0f) ms",
+                  after, lo, hi);
+    check(after >= lo && after < hi, buf);
+  }
+  return ok ? 0 : 1;
+}
+
+int run_server(const config& cfg) {
+  net::io_context ctx(1);
+  server srv(ctx, cfg, cfg.port.value_or(0), [](peer& p, bool dropped) {
+    if (dropped) log("%s: dropped", p.name().c_str());
+  });
+  srv.start();
+  log("server on 127.0.0.1:%u; period %lld ms, jitter %lld ms, drop after %llu missed",
+      srv.port(), static_cast<long long>(cfg.period.count()),
+      static_cast<long long>(cfg.jitter.count()), static_cast<unsigned long long>(cfg.missed));
+  net::signal_set signals(ctx, SIGINT, SIGTERM);
+  signals.async_wait([&](boost::system::error_code ec, int) {
+    if (!ec) srv.stop();
+  });
+  ctx.run();
+  return 0;
+}
+
+int run_client(const config& cfg) {
+  if (!cfg.port) {
+    std::cerr << "heartbeat: client needs --port\n";
+    return 2;
+  }
+  net::io_context ctx(1);
+  asio_wheel::timer mute_timer(ctx);
+  net::signal_set signals(ctx, SIGINT, SIGTERM);
+  tcp::socket s(ctx);
+  s.connect(tcp::endpoint(net::ip::address_v4::loopback(), *cfg.port));
+  // When the connection ends (dropped by either side, or closed), nothing is left to do.
+  auto me = std::make_shared<peer>("client:" + std::to_string(s.local_endpoint().port()),
+                                   std::move(s), cfg, [&](peer&, bool) {
+                                     mute_timer.cancel();
+                                     boost::system::error_code ignored;
+                                     signals.cancel(ignored);
+                                   });
+  me->start();
+  if (cfg.mute_after > 0ms) {
+    mute_timer.expires_after(cfg.mute_after);
+    mute_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) me->mute();
+    });
+  }
+  signals.async_wait([&](boost::system::error_code ec, int) {
+    if (!ec) me->stop();
+  });
+  // A hung client learns that it was dropped from the EOF, and exits then.
+  ctx.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config cfg;
+  std::string_view mode;
+  int first = 1;
+  if (argc > 1 && (std::string_view(argv[1]) == "server" ||
+                   std::string_view(argv[1]) == "client")) {
+    mode = argv[1];
+    first = 2;
+  }
+  bool have_mute = false;
+  for (int i = first; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::cerr << "heartbeat: " << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      print_help();
+      return 0;
+    } else if (a == "--period") {
+      cfg.period = milliseconds(parse_number(a, value()));
+    } else if (a == "--jitter") {
+      cfg.jitter = milliseconds(parse_number(a, value()));
+    } else if (a == "--missed") {
+      cfg.missed = static_cast<std::uint64_t>(parse_number(a, value()));
+    } else if (a == "--clients") {
+      cfg.clients = static_cast<std::size_t>(parse_number(a, value()));
+    } else if (a == "--mute-after") {
+      cfg.mute_after = milliseconds(parse_number(a, value()));
+      have_mute = true;
+    } else if (a == "--slack") {
+      cfg.slack = milliseconds(parse_number(a, value()));
+    } else if (a == "--port") {
+      auto v = parse_number(a, value());
+      if (v > 65535) {
+        std::cerr << "heartbeat: --port out of range\n";
+        return 2;
+      }
+      cfg.port = static_cast<unsigned short>(v);
+    } else if (a == "--verbose") {
+      cfg.verbose = true;
+    } else if (a == "--self-test" && mode.empty()) {
+      cfg.self_test = true;
+    } else {
+      std::cerr << "heartbeat: unknown argument '" << a << "' (try --help)\n";
+      return 2;
+    }
+  }
+  if (cfg.period <= 0ms || cfg.missed == 0 || cfg.jitter >= cfg.period) {
+    std::cerr << "heartbeat: need --period > 0, --missed >= 1 and --jitter < --period\n";
+    return 2;
+  }
+  try {
+    if (mode == "server") return run_server(cfg);
+    if (mode == "client") {
+      if (!have_mute) cfg.mute_after = 0ms;
+      return run_client(cfg);
+    }
+    if (cfg.clients == 0) {
+      std::cerr << "heartbeat: the demo needs at least one client\n";
+      return 2;
+    }
+    int rc = run_demo(cfg);
+    std::printf("%s\n", rc == 0 ? "PASS" : "FAIL");
+    return cfg.self_test ? rc : 0;
+  } catch (const std::exception& e) {
+    std::cerr << "heartbeat: " << e.what() << "\n";
+    return 1;
+  }
+}
