@@ -1,0 +1,279 @@
+// basic_delay_queue<T>: elements that become available after a delay (unpaid orders,
+// cache entries, retries), taken asynchronously in expiry order.
+//
+// push(value, delay) puts an element on the context's wheel and returns a key; erase
+// and reset act on it through the key in O(1). When the delay has passed the element
+// expires: async_take completes with the earliest expired element (ties in push order),
+// several pending takes are served in the order they were started, and a take started
+// after elements expired completes as if by post, never inside async_take.
+//
+// Keys: copyable, comparable handles carrying a generation and the queue's identity.
+// A key whose element was taken or erased, or that comes from another queue (even a
+// destroyed one), is stale: erase and reset return false for it, never undefined.
+//
+// cancel() and destruction complete pending takes with operation_aborted (with a
+// value-initialised T); per-operation cancellation works too. Elements still in the
+// queue are destroyed with it. T may be move-only; it must be nothrow move
+// constructible (elements are moved under the wheel's lock) and, for async_take,
+// default constructible (what an aborted take passes).
+//
+// Costs: push O(1) with one allocation until the queue has recycled nodes (nodes are
+// kept for reuse until the queue is destroyed: memory follows the peak size); erase,
+// reset O(1); an expiry O(1) plus the sorted insert into the expired FIFO, O(1) unless
+// elements of one tick expire out of push order; async_take one allocation from the
+// handler's allocator.
+//
+// Thread safety: as basic_timer (one object not used from two threads at once). The
+// queue must be destroyed before its execution context.
+#ifndef ASIO_WHEEL_DELAY_QUEUE_HPP
+#define ASIO_WHEEL_DELAY_QUEUE_HPP
+
+#include <asio_wheel/detail/delay_queue_state.hpp>
+#include <asio_wheel/detail/handler_op.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel {
+
+template <class T, class Executor = boost::asio::any_io_executor>
+class basic_delay_queue {
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "delay_queue elements are moved under the wheel's lock: T's move "
+                "constructor must not throw");
+  using state_type = detail::delay_queue_state<T>;
+  using node = detail::delay_node<T>;
+  using node_state = typename node::state_type;
+
+public:
+  using executor_type = Executor;
+  using value_type = T;
+  using clock_type = std::chrono::steady_clock;
+  using duration = clock_type::duration;
+  using time_point = clock_type::time_point;
+
+  // The queue type when rebound to another executor.
+  template <class OtherExecutor>
+  struct rebind_executor {
+    using other = basic_delay_queue<T, OtherExecutor>;
+  };
+
+  // Names one pushed element. A default-constructed key is stale for every queue.
+  class key {
+  public:
+    key() noexcept = default;
+
+    friend bool operator==(const key&, const key&) noexcept = default;
+    friend std::strong_ordering operator<=>(const key& a, const key& b) noexcept {
+      if (auto c = a.queue_ <=> b.queue_; c != 0) return c;
+      if (auto c = std::compare_three_way{}(a.node_, b.node_); c != 0) return c;
+      return a.generation_ <=> b.generation_;
+    }
+
+  private:
+    friend class basic_delay_queue;
+    key(node* n, std::uint32_t generation, std::uint64_t queue) noexcept
+        : node_(n), generation_(generation), queue_(queue) {}
+
+    node* node_ = nullptr;      // dereferenced only when queue_ names the queue at hand
+    std::uint32_t generation_ = 0;
+    std::uint64_t queue_ = 0;   // queue identities start at 1
+  };
+
+  explicit basic_delay_queue(const executor_type& ex) : executor_(ex) {
+    wheel_service& svc = boost::asio::use_service<wheel_service>(
+        boost::asio::query(ex, boost::asio::execution::context));
+    svc.attach(executor_);
+    state_.service = &svc;
+    state_.takers.expiry = time_point::max();
+  }
+
+  template <class ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&,
+                                                   boost::asio::execution_context&>,
+                             int> = 0>
+  explicit basic_delay_queue(ExecutionContext& ctx)
+      : basic_delay_queue(executor_type(ctx.get_executor())) {}
+
+  // Pending takes complete with operation_aborted; remaining elements are destroyed.
+  ~basic_delay_queue() {
+    wheel_service& svc = *state_.service;
+    {
+      auto guard = svc.lock();
+      svc.unschedule_locked(state_);
+      for (node* n = state_.all_nodes; n; n = n->next_all)
+        if (n->state == node_state::scheduled) svc.unschedule_locked(*n);
+      state_.expired.clear();
+    }
+    svc.cancel(state_.takers);
+    // Outside the lock: an element's destructor may use the wheel.
+    for (node* n = state_.all_nodes; n;) delete std::exchange(n, n->next_all);
+  }
+
+  // The wheel links the queue's state by address: not copyable, not movable.
+  basic_delay_queue(const basic_delay_queue&) = delete;
+  basic_delay_queue& operator=(const basic_delay_queue&) = delete;
+
+  executor_type get_executor() noexcept { return executor_; }
+
+  // Adds `value`, to expire after `delay` (a negative one: already expired).
+  key push(T value, duration delay) {
+    wheel_service& svc = *state_.service;
+    const time_point expiry = svc.deadline_after(delay);
+    node* n = nullptr;
+    {
+      auto guard = svc.lock();
+      if ((n = state_.free_nodes)) state_.free_nodes = n->next_free;
+    }
+    if (!n) {
+      n = new node; // owned by all_nodes, which only this object's methods touch
+      n->on_due = &state_type::element_due;
+      n->owner = &state_;
+      n->next_all = state_.all_nodes;
+      state_.all_nodes = n;
+    }
+    // The node is ours alone while off both lists: replace its moved-from value
+    // outside the lock.
+    n->value.reset();
+    n->value.emplace(std::move(value));
+    auto guard = svc.lock();
+    n->expiry = expiry;
+    n->seq = state_.next_seq++;
+    n->state = node_state::scheduled;
+    ++state_.size;
+    svc.schedule_locked(*n, expiry);
+    return key(n, n->generation, state_.id);
+  }
+
+  // Removes the element and destroys it; false if the key is stale.
+  bool erase(key k) {
+    std::optional<T> doomed; // destroyed after the lock is released
+    {
+      auto guard = state_.service->lock();
+      node* n = find_locked(k);
+      if (!n) return false;
+      unlink_locked(*n);
+      doomed.emplace(std::move(*n->value));
+      state_.release_locked(*n);
+    }
+    return true;
+  }
+
+  // The element now expires after `delay` from now, even if it had expired already
+  // (and not been taken); false if the key is stale.
+  bool reset(key k, duration delay) {
+    wheel_service& svc = *state_.service;
+    const time_point expiry = svc.deadline_after(delay);
+    auto guard = svc.lock();
+    node* n = find_locked(k);
+    if (!n) return false;
+    if (n->state == node_state::expired) {
+      state_.expired.erase(state_.expired.iterator_to(*n));
+      n->state = node_state::scheduled;
+    }
+    n->expiry = expiry;
+    svc.schedule_locked(*n, expiry);
+    return true;
+  }
+
+  // Elements pushed and not yet taken or erased, expired or not.
+  std::size_t size() const {
+    auto guard = state_.service->lock();
+    return state_.size;
+  }
+
+  // Pending takes complete with operation_aborted; returns how many.
+  std::size_t cancel() { return state_.service->cancel(state_.takers); }
+
+  // Takes the earliest expired element, waiting for one if none has expired.
+  // Completion signature void(boost::system::error_code, T); any completion token.
+  template <class Token>
+  auto async_take(Token&& token) {
+    static_assert(std::is_default_constructible_v<T>,
+                  "async_take passes a value-initialised T to aborted takes");
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, T)>(
+        initiate_async_take(this), token);
+  }
+
+private:
+  // The initiation object, with the I/O executor that adapters look for.
+  class initiate_async_take {
+  public:
+    using executor_type = Executor;
+
+    explicit initiate_async_take(basic_delay_queue* self) noexcept : self_(self) {}
+
+    executor_type get_executor() const noexcept { return self_->executor_; }
+
+    template <class TakeHandler>
+    void operator()(TakeHandler&& handler) const {
+      state_type& q = self_->state_;
+      wheel_service& svc = *q.service;
+      auto* op = detail::make_handler_op<detail::take_op<T>>(
+          std::forward<TakeHandler>(handler), svc, q.takers, self_->executor_);
+      auto guard = svc.lock();
+      if (svc.stopped_locked()) {
+        guard.unlock();
+        op->destroy();
+        return;
+      }
+      // Expired elements and nobody ahead in line: served at once, as if by post.
+      if (q.takers.waits.empty() && !q.expired.empty()) {
+        q.hand_front_locked(*op);
+        svc.complete_locked(op, detail::op_result::success);
+        return;
+      }
+      if (!svc.add_pending_locked()) {
+        svc.complete_locked(op, detail::op_result::too_many);
+        return;
+      }
+      q.takers.waits.push_back(*op);
+      if (!q.takers.linked()) svc.schedule_locked(q.takers, time_point::max());
+      if (!q.expired.empty()) q.dispatch_soon_locked();
+    }
+
+  private:
+    basic_delay_queue* self_;
+  };
+
+  // The live node `k` names, or nullptr if the key is stale (lock held).
+  node* find_locked(const key& k) const noexcept {
+    if (k.queue_ != state_.id || !k.node_) return nullptr;
+    node* n = k.node_;
+    return n->generation == k.generation_ && n->state != node_state::free ? n : nullptr;
+  }
+
+  // Takes a live node off the wheel or out of the expired FIFO (lock held).
+  void unlink_locked(node& n) noexcept {
+    if (n.state == node_state::scheduled)
+      state_.service->unschedule_locked(n);
+    else
+      state_.expired.erase(state_.expired.iterator_to(n));
+  }
+
+  executor_type executor_;
+  state_type state_;
+};
+
+// The delay queue on the default executor: what users name.
+template <class T>
+using delay_queue = basic_delay_queue<T>;
+
+} // namespace asio_wheel
+
+#endif

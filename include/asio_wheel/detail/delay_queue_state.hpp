@@ -1,0 +1,145 @@
+// The state of a delay queue: its elements (nodes on the wheel), the FIFO of expired
+// elements, the pending takes, and the step that hands the one to the other.
+//
+// Every field is guarded by the service lock: the wheel's steps (element_due,
+// dispatch_due) run under it on whatever thread runs the context, the queue's methods
+// take it. Values are moved under the lock but never destroyed there (a value's
+// destructor may use the wheel, e.g. a timer in it): a node given back keeps its
+// moved-from value until the node is reused or the queue destroyed.
+#ifndef ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
+#define ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
+
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <boost/intrusive/list.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// The operation of one async_take: carries the element to the handler. Aborted and
+// refused takes pass a value-initialised T.
+template <class T>
+class take_op : public wait_op {
+public:
+  explicit take_op(func_type f) noexcept : wait_op(f) {}
+  std::optional<T> value;
+  std::tuple<T> take_values() { return {value ? std::move(*value) : T()}; }
+};
+
+template <class T>
+struct delay_queue_state;
+
+// One element. Allocated by push when no recycled node is free, and only freed with
+// the queue: a key's node pointer therefore never dangles while its queue lives, and
+// `generation` (bumped each time the node is given back) tells a stale key.
+template <class T>
+struct delay_node : service_entry {
+  enum class state_type : std::uint8_t { free, scheduled, expired };
+
+  boost::intrusive::list_member_hook<> expired_hook; // in the owner's expired FIFO
+  delay_queue_state<T>* owner = nullptr;
+  std::optional<T> value;       // the element; moved-from once taken or erased
+  std::chrono::steady_clock::time_point expiry{};
+  std::uint64_t seq = 0;        // push order, for ties
+  std::uint32_t generation = 0;
+  state_type state = state_type::free;
+  delay_node* next_free = nullptr;
+  delay_node* next_all = nullptr;
+
+  // Earlier expiry first; ties in push order.
+  bool before(const delay_node& o) const noexcept {
+    return expiry < o.expiry || (expiry == o.expiry && seq < o.seq);
+  }
+};
+
+// Queue identities are never reused, so a key from another (even destroyed) queue is
+// told apart without touching its node.
+inline std::atomic<std::uint64_t> delay_queue_ids{0};
+
+// The queue's state; itself the wheel entry of the dispatch step, linked (due at once)
+// while a waiting take and an expired element may meet.
+template <class T>
+struct delay_queue_state : service_entry {
+  using node = delay_node<T>;
+  using node_state = typename node::state_type;
+  using expired_list = boost::intrusive::list<
+      node, boost::intrusive::member_hook<node, boost::intrusive::list_member_hook<>,
+                                          &node::expired_hook>,
+      boost::intrusive::constant_time_size<false>>;
+
+  wheel_service* service = nullptr;
+  const std::uint64_t id = ++delay_queue_ids;
+  wait_entry takers;       // pending takes; on the never list while non-empty
+  expired_list expired;    // sorted by (expiry, push order)
+  node* free_nodes = nullptr;
+  node* all_nodes = nullptr;
+  std::size_t size = 0;    // elements scheduled or expired
+  std::uint64_t next_seq = 0;
+
+  delay_queue_state() noexcept { on_due = &delay_queue_state::dispatch_due; }
+
+  // Schedules the dispatch step unless it is already on the wheel (lock held).
+  void dispatch_soon_locked() {
+    if (!linked()) service->schedule_locked(*this, std::chrono::steady_clock::time_point::min());
+  }
+
+  // Gives a node back: keys to it go stale (lock held).
+  void release_locked(node& n) noexcept {
+    n.state = node_state::free;
+    ++n.generation;
+    --size;
+    n.next_free = free_nodes;
+    free_nodes = &n;
+  }
+
+  // Moves the earliest expired element into `op` and gives its node back (lock held).
+  void hand_front_locked(take_op<T>& op) {
+    node& n = expired.front();
+    expired.pop_front();
+    op.value.emplace(std::move(*n.value));
+    release_locked(n);
+  }
+
+  // An element came due: into the expired FIFO, at its place by (expiry, push order).
+  // Elements of one wheel tick come due in insertion order, not expiry order, so they
+  // are only handed to takes by the dispatch step, which the wheel runs after them.
+  static std::size_t element_due(service_entry& e, op_queue&) {
+    auto& n = static_cast<node&>(e);
+    delay_queue_state& q = *n.owner;
+    n.state = node_state::expired;
+    auto pos = q.expired.end();
+    while (pos != q.expired.begin() && n.before(*std::prev(pos))) --pos;
+    q.expired.insert(pos, n);
+    if (!q.takers.waits.empty()) q.dispatch_soon_locked();
+    return 0;
+  }
+
+  // Hands expired elements to waiting takes, both in order.
+  static std::size_t dispatch_due(service_entry& e, op_queue& out) {
+    auto& q = static_cast<delay_queue_state&>(e);
+    std::size_t n = 0;
+    while (!q.takers.waits.empty() && !q.expired.empty()) {
+      auto& op = static_cast<take_op<T>&>(q.takers.waits.front());
+      q.takers.waits.pop_front();
+      q.hand_front_locked(op);
+      op.set_result(op_result::success);
+      out.push_back(op);
+      q.service->remove_pending_locked(op_result::success);
+      ++n;
+    }
+    if (q.takers.waits.empty() && q.takers.linked()) q.service->unschedule_locked(q.takers);
+    return n;
+  }
+};
+
+} // namespace asio_wheel::detail
+
+#endif

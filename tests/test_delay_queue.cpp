@@ -1,0 +1,340 @@
+// delay_queue on the manual clock: expiry order, takers, keys, element lifetimes.
+#define BOOST_TEST_MODULE delay_queue
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel/delay_queue.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+using asio_wheel::delay_queue;
+using std::chrono::steady_clock;
+
+namespace {
+
+struct fixture {
+  net::io_context io;
+  asio_wheel::wheel_service& svc;
+
+  fixture() : svc(asio_wheel::install(io, make_options())) {}
+
+  static asio_wheel::wheel_options make_options() {
+    asio_wheel::wheel_options o;
+    o.clock = asio_wheel::clock_mode::manual;
+    return o;
+  }
+
+  // Runs every ready handler (poll stops the context when it runs out of work).
+  void settle() {
+    io.restart();
+    io.poll();
+  }
+
+  void advance(steady_clock::duration d) {
+    svc.advance(d);
+    settle();
+  }
+};
+
+// Starts a take appending what it got to `got` (errors as "!<message>").
+template <class Queue>
+void take_into(Queue& q, std::vector<std::string>& got) {
+  q.async_take([&got](boost::system::error_code ec, std::string s) {
+    got.push_back(ec ? "!" + ec.message() : s);
+  });
+}
+
+// Takes everything that has expired, in order.
+std::vector<std::string> drain(fixture& f, delay_queue<std::string>& q, std::size_t n) {
+  std::vector<std::string> got;
+  for (std::size_t i = 0; i < n; ++i) take_into(q, got);
+  f.settle();
+  return got;
+}
+
+using strings = std::vector<std::string>;
+
+// Counts live objects, to see that the queue destroys what it holds, exactly once.
+struct tracked {
+  static inline int live = 0;
+  int v = 0;
+  tracked() noexcept { ++live; }
+  explicit tracked(int x) noexcept : v(x) { ++live; }
+  tracked(tracked&& o) noexcept : v(o.v) { ++live; }
+  tracked& operator=(tracked&&) = default;
+  ~tracked() { --live; }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(earliest_expired_first) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  q.push("c", 30ms);
+  q.push("a", 10ms);
+  q.push("b", 20ms);
+  BOOST_TEST(q.size() == 3u);
+  f.advance(30ms);
+  BOOST_TEST((drain(f, q, 3) == strings{"a", "b", "c"}));
+  BOOST_TEST(q.size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(ties_in_push_order) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  for (const char* s : {"1", "2", "3", "4"}) q.push(s, 10ms);
+  f.advance(10ms);
+  BOOST_TEST((drain(f, q, 4) == strings{"1", "2", "3", "4"}));
+}
+
+// "far" sits on an upper level of the wheel and cascades into the slot that "near"
+// enters directly: push order must hold whatever path each took through the wheel.
+BOOST_AUTO_TEST_CASE(ties_in_push_order_across_wheel_levels) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  q.push("far", 300ms);
+  f.advance(290ms);
+  q.push("near", 10ms); // same expiry, 300 ms
+  f.advance(10ms);
+  BOOST_TEST((drain(f, q, 2) == strings{"far", "near"}));
+}
+
+// Two expiries inside one wheel tick: the earlier one first, even when a take waits.
+BOOST_AUTO_TEST_CASE(earliest_first_within_one_tick) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  strings got;
+  take_into(q, got);
+  take_into(q, got);
+  q.push("later", 10ms);          // 10.0 ms
+  f.advance(300us);
+  q.push("earlier", 9500us);      // 9.8 ms, same 1 ms tick
+  f.advance(10ms);
+  BOOST_TEST((got == strings{"earlier", "later"}));
+}
+
+BOOST_AUTO_TEST_CASE(several_takers_served_in_order) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  std::vector<std::pair<int, std::string>> got;
+  for (int i = 0; i < 3; ++i)
+    q.async_take([&got, i](boost::system::error_code ec, std::string s) {
+      BOOST_TEST(!ec);
+      got.emplace_back(i, s);
+    });
+  BOOST_TEST(f.svc.stats().pending == 3u);
+  q.push("y", 20ms);
+  q.push("x", 10ms);
+  q.push("z", 30ms);
+  f.advance(10ms);
+  BOOST_TEST(got.size() == 1u);
+  f.advance(20ms);
+  using pairs = std::vector<std::pair<int, std::string>>;
+  BOOST_TEST((got == pairs{{0, "x"}, {1, "y"}, {2, "z"}}));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(taker_after_expiry_completes_as_if_by_post) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  q.push("x", 5ms);
+  f.advance(10ms);
+  BOOST_TEST(q.size() == 1u); // expired, not taken
+  strings got;
+  take_into(q, got);
+  BOOST_TEST(got.empty()); // never inside async_take
+  f.settle();
+  BOOST_TEST((got == strings{"x"}));
+  BOOST_TEST(q.size() == 0u);
+  // A negative delay means already expired.
+  q.push("now", -1s);
+  take_into(q, got);
+  BOOST_TEST(got.size() == 1u);
+  f.settle();
+  BOOST_TEST((got == strings{"x", "now"}));
+}
+
+BOOST_AUTO_TEST_CASE(nothing_before_its_expiry) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  strings got;
+  take_into(q, got);
+  q.push("x", 10ms);
+  f.advance(9ms);
+  BOOST_TEST(got.empty());
+  f.advance(1ms);
+  BOOST_TEST((got == strings{"x"}));
+}
+
+BOOST_AUTO_TEST_CASE(erase_and_stale_keys) {
+  fixture f;
+  delay_queue<std::string> q(f.io), other(f.io);
+  auto a = q.push("a", 10ms);
+  auto b = q.push("b", 10ms);
+  auto c = q.push("c", 10ms);
+  BOOST_TEST(q.erase(b));
+  BOOST_TEST(!q.erase(b));          // already erased
+  BOOST_TEST(!q.reset(b, 1ms));
+  BOOST_TEST(q.size() == 2u);
+  BOOST_TEST(!other.erase(a));      // key from another queue
+  BOOST_TEST(!other.reset(a, 1ms));
+  BOOST_TEST(!q.erase(decltype(q)::key())); // default key
+  auto d = q.push("d", 10ms);       // reuses b's node: b stays stale
+  BOOST_TEST(!q.erase(b));
+  BOOST_TEST((d != b));
+  f.advance(10ms);
+  BOOST_TEST((drain(f, q, 3) == strings{"a", "c", "d"}));
+  BOOST_TEST(!q.erase(a));          // taken
+  BOOST_TEST(!q.reset(c, 1ms));
+  BOOST_TEST(q.size() == 0u);
+  // Keys of a destroyed queue stay stale for a queue created in its place.
+  std::optional<delay_queue<std::string>> gone(std::in_place, f.io);
+  auto g = gone->push("g", 1h);
+  gone.reset();
+  delay_queue<std::string> fresh(f.io);
+  fresh.push("h", 1h);
+  BOOST_TEST(!fresh.erase(g));
+  BOOST_TEST(fresh.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(erase_an_expired_element) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  auto a = q.push("a", 1ms);
+  q.push("b", 2ms);
+  f.advance(5ms);
+  BOOST_TEST(q.erase(a));
+  BOOST_TEST((drain(f, q, 1) == strings{"b"}));
+}
+
+BOOST_AUTO_TEST_CASE(reset_moves_the_expiry) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  auto a = q.push("a", 10ms);
+  q.push("b", 20ms);
+  auto c = q.push("c", 30ms);
+  BOOST_TEST(q.reset(a, 40ms)); // later
+  BOOST_TEST(q.reset(c, 5ms));  // earlier
+  strings got;
+  take_into(q, got);
+  take_into(q, got);
+  take_into(q, got);
+  f.advance(5ms);
+  BOOST_TEST((got == strings{"c"}));
+  f.advance(15ms);
+  BOOST_TEST((got == strings{"c", "b"}));
+  f.advance(19ms);
+  BOOST_TEST(got.size() == 2u);
+  f.advance(1ms);
+  BOOST_TEST((got == strings{"c", "b", "a"}));
+}
+
+BOOST_AUTO_TEST_CASE(reset_brings_back_an_expired_element) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  auto a = q.push("a", 1ms);
+  f.advance(5ms);
+  BOOST_TEST(q.reset(a, 10ms)); // expired but not taken: scheduled again
+  strings got;
+  take_into(q, got);
+  f.settle();
+  BOOST_TEST(got.empty());
+  f.advance(10ms);
+  BOOST_TEST((got == strings{"a"}));
+}
+
+BOOST_AUTO_TEST_CASE(move_only_elements) {
+  fixture f;
+  delay_queue<std::unique_ptr<int>> q(f.io);
+  q.push(std::make_unique<int>(1), 2ms);
+  auto k = q.push(std::make_unique<int>(2), 1ms);
+  q.push(std::make_unique<int>(3), 3ms);
+  BOOST_TEST(q.erase(k));
+  std::vector<int> got;
+  for (int i = 0; i < 2; ++i)
+    q.async_take([&](boost::system::error_code ec, std::unique_ptr<int> p) {
+      BOOST_TEST(!ec);
+      BOOST_REQUIRE(p);
+      got.push_back(*p);
+    });
+  f.advance(3ms);
+  BOOST_TEST((got == std::vector<int>{1, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(destruction_destroys_remaining_elements_and_aborts_takes) {
+  fixture f;
+  {
+    delay_queue<tracked> q(f.io);
+    for (int i = 0; i < 5; ++i) q.push(tracked(i), 10ms);   // will expire, untaken
+    for (int i = 0; i < 5; ++i) q.push(tracked(i), 1h);     // still on the wheel
+    auto k = q.push(tracked(99), 1h);
+    q.erase(k);
+    int taken = -1;
+    q.async_take([&](boost::system::error_code ec, tracked t) {
+      BOOST_TEST(!ec);
+      taken = t.v;
+    });
+    f.advance(10ms);
+    BOOST_TEST(taken == 0);
+    BOOST_TEST(q.size() == 9u);
+    BOOST_TEST(tracked::live >= 9);
+  }
+  BOOST_TEST(tracked::live == 0);
+  f.advance(2h); // nothing of the queue is left on the wheel
+
+  bool aborted = false;
+  {
+    delay_queue<tracked> q(f.io);
+    q.async_take([&](boost::system::error_code ec, tracked) {
+      aborted = ec == net::error::operation_aborted;
+    });
+  }
+  f.settle();
+  BOOST_TEST(aborted);
+  BOOST_TEST(tracked::live == 0);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_aborts_pending_takes) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  strings got;
+  take_into(q, got);
+  take_into(q, got);
+  BOOST_TEST(q.cancel() == 2u);
+  BOOST_TEST(got.empty());
+  f.settle();
+  BOOST_TEST(got.size() == 2u);
+  BOOST_TEST(got[0].front() == '!');
+  BOOST_TEST(q.cancel() == 0u);
+  // The elements stay for the next take.
+  q.push("x", 1ms);
+  f.advance(1ms);
+  BOOST_TEST((drain(f, q, 1) == strings{"x"}));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_a_take) {
+  fixture f;
+  delay_queue<std::string> q(f.io);
+  net::cancellation_signal sig;
+  strings got;
+  q.async_take(net::bind_cancellation_slot(
+      sig.slot(), [&](boost::system::error_code ec, std::string s) {
+        got.push_back(ec ? "!" : s);
+      }));
+  take_into(q, got);
+  sig.emit(net::cancellation_type::terminal);
+  q.push("x", 1ms);
+  f.advance(1ms);
+  BOOST_TEST((got == strings{"!", "x"}));
+}
