@@ -1,0 +1,209 @@
+// The deadline of one operation started with cancel_after/cancel_at: its wheel entry,
+// the cancellation signal the operation's slot belongs to, and who may free it.
+//
+// Ownership is a reference count: the wrapped handler holds one until the operation
+// completes (or the handler is destroyed), the initiation one until it has put the
+// entry on the wheel, and a firing one from the moment the entry comes due until the
+// emission has run (or been skipped). The last one out frees the state with the
+// handler's allocator.
+//
+// Who emits: the service's step, when the entry comes due (on_due, under the lock),
+// queues the state itself as an operation; its completion, outside the lock, emits
+// the signal on the operation's I/O executor (inline when that is the wheel context's
+// plain executor, else through dispatch). Under the service lock the emitter checks
+// `done` and marks `emitting`; the completing handler sets `done` and, if an emission
+// is under way on another thread, waits for it to end before the user's handler runs.
+// So an emission never starts after the operation completed, never overlaps the
+// user's handler, and never touches freed memory; the handler itself is invoked
+// exactly once, by the operation.
+#ifndef ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
+#define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
+
+#include <asio_wheel/detail/wait_handler.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// When the deadline is: relative to the initiation (cancel_after) or absolute.
+struct deadline_spec {
+  bool relative = true;
+  std::chrono::steady_clock::duration after{};
+  std::chrono::steady_clock::time_point at{};
+
+  std::chrono::steady_clock::time_point resolve(const wheel_service& svc) const {
+    return relative ? svc.deadline_after(after) : at;
+  }
+};
+
+class deadline_state : public service_entry, public wait_op {
+public:
+  using dealloc_func = void (*)(deadline_state*);
+
+  deadline_state(wheel_service& svc, boost::asio::any_io_executor io_ex,
+                 boost::asio::cancellation_type type, dealloc_func dealloc) noexcept
+      : wait_op(&deadline_state::fire),
+        service_(&svc),
+        io_ex_(std::move(io_ex)),
+        type_(type),
+        dealloc_(dealloc) {
+    on_due = &deadline_state::due;
+  }
+
+  // The signal whose slot the operation sees; the user's own slot forwards to it.
+  boost::asio::cancellation_signal signal;
+
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) dealloc_(this);
+  }
+
+  // Puts the entry on the wheel for `t`, unless the operation already completed. If
+  // max_pending refuses it, the deadline counts as passed: it fires on the next step.
+  void arm(std::chrono::steady_clock::time_point t) {
+    auto guard = service_->lock();
+    if (done_ || service_->stopped_locked()) return;
+    counted_ = service_->add_pending_locked();
+    service_->schedule_locked(*this, counted_ ? t : std::chrono::steady_clock::time_point::min());
+  }
+
+  // The operation completed (or its handler was destroyed): takes the entry off the
+  // wheel, waits out an emission running on another thread, drops the handler's ref.
+  void finish() noexcept {
+    bool wait = false;
+    {
+      auto guard = service_->lock();
+      done_ = true;
+      if (!service_->stopped_locked()) {
+        service_->unschedule_locked(*this);
+        settle_count_locked(op_result::aborted);
+      }
+      wait = emitting_.load(std::memory_order_relaxed) && emitter_ != std::this_thread::get_id();
+    }
+    if (wait)
+      while (emitting_.load(std::memory_order_acquire)) std::this_thread::yield();
+    release();
+  }
+
+protected:
+  ~deadline_state() = default; // through dealloc_ only
+
+private:
+
+  // Carries the firing ref to the I/O executor; gives it back if never run.
+  class emitter {
+  public:
+    explicit emitter(deadline_state* s) noexcept : s_(s) {}
+    emitter(emitter&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    emitter& operator=(emitter&&) = delete;
+    ~emitter() {
+      if (s_) s_->release();
+    }
+    void operator()() { std::exchange(s_, nullptr)->emit_now(); }
+
+  private:
+    deadline_state* s_;
+  };
+
+  void settle_count_locked(op_result r) noexcept {
+    if (counted_) service_->remove_pending_locked(r);
+    counted_ = false;
+  }
+
+  // The deadline came (lock held): queue the emission as an operation of the step.
+  static std::size_t due(service_entry& e, op_queue& out) {
+    auto& s = static_cast<deadline_state&>(e);
+    s.settle_count_locked(op_result::success);
+    s.add_ref();
+    out.push_back(static_cast<wait_op&>(s));
+    return 1;
+  }
+
+  // The step runs it outside the lock (action::complete), or shutdown drops it.
+  static void fire(wait_op* op, action a, void*) {
+    auto* s = static_cast<deadline_state*>(op);
+    emitter e(s);
+    if (a != action::complete) return;
+    if (runs_inline(s->io_ex_, *s->service_))
+      e();
+    else
+      boost::asio::dispatch(s->io_ex_, std::move(e));
+  }
+
+  // On the operation's I/O executor: emits unless the operation completed first.
+  // Consumes the firing ref.
+  void emit_now() {
+    bool emit = false;
+    {
+      auto guard = service_->lock();
+      if (!done_) {
+        emit = true;
+        emitter_ = std::this_thread::get_id();
+        emitting_.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (emit) {
+      signal.emit(type_);
+      emitting_.store(false, std::memory_order_release);
+    }
+    release();
+  }
+
+  wheel_service* service_;
+  boost::asio::any_io_executor io_ex_;      // where emissions run
+  boost::asio::cancellation_type type_;     // what they emit
+  dealloc_func dealloc_;
+  std::atomic<unsigned> refs_{1};           // the initiation's, to start with
+  std::atomic<bool> emitting_{false};       // set under the lock, cleared after emit
+  std::thread::id emitter_;                 // under the lock: the emitting thread
+  bool done_ = false;                       // under the lock: the operation completed
+  bool counted_ = false;                    // under the lock: counted in pending
+};
+
+// The state allocated from the handler's allocator, which it keeps to free itself.
+template <class Alloc>
+class deadline_state_impl final : public deadline_state {
+public:
+  using alloc_type =
+      typename std::allocator_traits<Alloc>::template rebind_alloc<deadline_state_impl>;
+
+  static deadline_state* create(const Alloc& a, wheel_service& svc,
+                                boost::asio::any_io_executor io_ex,
+                                boost::asio::cancellation_type type) {
+    alloc_type alloc(a);
+    deadline_state_impl* p = std::allocator_traits<alloc_type>::allocate(alloc, 1);
+    ::new (static_cast<void*>(p)) deadline_state_impl(alloc, svc, std::move(io_ex), type);
+    return p;
+  }
+
+private:
+  deadline_state_impl(const alloc_type& a, wheel_service& svc,
+                      boost::asio::any_io_executor io_ex, boost::asio::cancellation_type type)
+      : deadline_state(svc, std::move(io_ex), type, &deadline_state_impl::destroy), alloc_(a) {}
+
+  static void destroy(deadline_state* base) noexcept {
+    auto* self = static_cast<deadline_state_impl*>(base);
+    alloc_type alloc(self->alloc_);
+    self->~deadline_state_impl();
+    std::allocator_traits<alloc_type>::deallocate(alloc, self, 1);
+  }
+
+  alloc_type alloc_;
+};
+
+} // namespace asio_wheel::detail
+
+#endif

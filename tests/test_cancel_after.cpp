@@ -1,0 +1,414 @@
+// cancel_after / cancel_at with the wheel's manual clock, on every kind of operation:
+// our timer, steady_timer, socket reads, composed operations, coroutines, deferred;
+// and a threaded race between completion and deadline (run under TSan by scripts/test).
+#define BOOST_TEST_MODULE cancel_after
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/timer.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/connect_pair.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+using asio_wheel::cancel_after;
+using asio_wheel::cancel_at;
+using boost::system::error_code;
+using socket_type = net::local::stream_protocol::socket;
+
+namespace {
+
+struct fixture {
+  net::io_context io;
+  asio_wheel::wheel_service& svc;
+  socket_type a{io}, b{io};
+
+  fixture() : svc(asio_wheel::install(io, make_options())) { net::local::connect_pair(a, b); }
+
+  static asio_wheel::wheel_options make_options() {
+    asio_wheel::wheel_options o;
+    o.clock = asio_wheel::clock_mode::manual;
+    return o;
+  }
+
+  // Runs every ready handler (poll stops the context when it runs out of work).
+  void settle() {
+    io.restart();
+    io.poll();
+  }
+
+  void advance(std::chrono::steady_clock::duration d) {
+    svc.advance(d);
+    settle();
+  }
+
+  std::size_t pending() const { return svc.stats().pending; }
+};
+
+// What a handler saw, and how often it ran.
+struct outcome {
+  int calls = 0;
+  error_code ec;
+  std::size_t n = 0;
+};
+
+auto record(outcome& o) {
+  return [&o](error_code ec, std::size_t n = 0) {
+    ++o.calls;
+    o.ec = ec;
+    o.n = n;
+  };
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(our_timer_is_cut_short_at_the_deadline) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1h);
+  outcome o;
+  t.async_wait(cancel_after(10ms, record(o)));
+  BOOST_TEST(f.pending() == 2u); // the wait and its deadline
+  f.advance(9ms);
+  BOOST_TEST(o.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(our_timer_completing_in_time_removes_the_deadline) {
+  fixture f;
+  asio_wheel::timer t(f.io, 5ms);
+  outcome o;
+  t.async_wait(cancel_after(10ms, record(o)));
+  f.advance(5ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(!o.ec);
+  BOOST_TEST(f.pending() == 0u); // the deadline left the wheel with the completion
+  f.advance(1h);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(f.svc.stats().expired == 1u); // only the wait; the deadline never fired
+}
+
+BOOST_AUTO_TEST_CASE(cancel_at_an_absolute_time) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1h);
+  outcome o;
+  t.async_wait(cancel_at(f.svc.now() + 7ms, record(o)));
+  f.advance(6ms);
+  BOOST_TEST(o.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+}
+
+// The operation is a steady_timer (not on the wheel); its deadline is on the wheel.
+BOOST_AUTO_TEST_CASE(steady_timer_with_a_wheel_deadline) {
+  fixture f;
+  net::steady_timer st(f.io, 1h);
+  outcome o;
+  st.async_wait(cancel_after(10ms, record(o)));
+  BOOST_TEST(f.pending() == 1u);
+  f.advance(10ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+
+  outcome in_time;
+  st.expires_after(0s);
+  st.async_wait(cancel_after(10ms, record(in_time)));
+  while (in_time.calls == 0) {
+    f.io.restart();
+    f.io.run_one();
+  }
+  BOOST_TEST(!in_time.ec);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(socket_read_times_out) {
+  fixture f;
+  std::array<char, 16> buf{};
+  outcome o;
+  f.a.async_read_some(net::buffer(buf), cancel_after(10ms, record(o)));
+  f.advance(9ms);
+  BOOST_TEST(o.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(socket_read_completes_in_time) {
+  fixture f;
+  std::array<char, 16> buf{};
+  outcome o;
+  f.a.async_read_some(net::buffer(buf), cancel_after(10ms, record(o)));
+  f.advance(5ms);
+  net::write(f.b, net::buffer("hi", 2));
+  f.settle();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(!o.ec);
+  BOOST_TEST(o.n == 2u);
+  BOOST_TEST(f.pending() == 0u);
+  f.advance(1h);
+  BOOST_TEST(o.calls == 1);
+  // The socket is not disturbed by the deadline that never fired.
+  outcome next;
+  f.a.async_read_some(net::buffer(buf), record(next));
+  net::write(f.b, net::buffer("x", 1));
+  f.settle();
+  BOOST_TEST(next.calls == 1);
+  BOOST_TEST(!next.ec);
+}
+
+BOOST_AUTO_TEST_CASE(async_read_composed_operation) {
+  fixture f;
+  std::array<char, 10> buf{};
+  outcome o;
+  net::async_read(f.a, net::buffer(buf), cancel_after(10ms, record(o)));
+  net::write(f.b, net::buffer("abcd", 4));
+  f.settle();
+  BOOST_TEST(o.calls == 0);
+  f.advance(10ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(o.n == 4u); // what had arrived before the deadline
+
+  outcome full;
+  net::async_read(f.a, net::buffer(buf), cancel_after(10ms, record(full)));
+  net::write(f.b, net::buffer("0123456789", 10));
+  f.settle();
+  BOOST_TEST(full.calls == 1);
+  BOOST_TEST(!full.ec);
+  BOOST_TEST(full.n == 10u);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+namespace {
+
+// A composed operation of our own: two waits in a row on a wheel timer.
+template <class Token>
+auto async_two_waits(asio_wheel::timer& t, Token&& token) {
+  return net::async_compose<Token, void(error_code)>(
+      [&t, step = 0](auto& self, error_code ec = {}) mutable {
+        if (!ec && step++ < 2) {
+          t.expires_after(step == 1 ? 5ms : 1h);
+          t.async_wait(std::move(self));
+          return;
+        }
+        self.complete(ec);
+      },
+      token, t);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(async_compose_operation) {
+  fixture f;
+  asio_wheel::timer t(f.io);
+  outcome o;
+  async_two_waits(t, cancel_after(20ms, [&o](error_code ec) { ++o.calls, o.ec = ec; }));
+  f.advance(5ms); // the first wait completes; the second is then pending
+  BOOST_TEST(o.calls == 0);
+  f.advance(15ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(use_awaitable_throws_on_the_deadline) {
+  fixture f;
+  std::optional<error_code> seen;
+  std::size_t got = 0;
+  net::co_spawn(
+      f.io,
+      [&]() -> net::awaitable<void> {
+        std::array<char, 8> buf{};
+        try {
+          co_await f.a.async_read_some(net::buffer(buf), cancel_after(10ms, net::use_awaitable));
+          seen = error_code();
+        } catch (const boost::system::system_error& e) {
+          seen = e.code();
+        }
+        // And one that completes in time.
+        net::write(f.b, net::buffer("ok", 2));
+        got = co_await f.a.async_read_some(net::buffer(buf), cancel_after(10ms, net::use_awaitable));
+      },
+      net::detached);
+  f.settle();
+  BOOST_TEST(!seen.has_value());
+  f.advance(10ms);
+  BOOST_REQUIRE(seen.has_value());
+  BOOST_TEST((*seen == net::error::operation_aborted));
+  BOOST_TEST(got == 2u);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(as_tuple_use_awaitable) {
+  fixture f;
+  std::optional<error_code> seen;
+  net::co_spawn(
+      f.io,
+      [&]() -> net::awaitable<void> {
+        std::array<char, 8> buf{};
+        auto [ec, n] = co_await f.a.async_read_some(
+            net::buffer(buf), cancel_after(10ms, net::as_tuple(net::use_awaitable)));
+        seen = ec;
+        BOOST_TEST(n == 0u);
+      },
+      net::detached);
+  f.settle();
+  f.advance(10ms);
+  BOOST_REQUIRE(seen.has_value());
+  BOOST_TEST((*seen == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+}
+
+// A deferred operation's deadline counts from its launch, not from its creation.
+BOOST_AUTO_TEST_CASE(deferred_counts_from_the_launch) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1h);
+  auto op = t.async_wait(cancel_after(10ms, net::deferred));
+  f.advance(50ms);
+  BOOST_TEST(f.pending() == 0u);
+  outcome o;
+  std::move(op)([&o](error_code ec) { ++o.calls, o.ec = ec; });
+  f.advance(9ms);
+  BOOST_TEST(o.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_CASE(users_own_slot_still_cancels) {
+  fixture f;
+  std::array<char, 8> buf{};
+  net::cancellation_signal sig;
+  outcome o;
+  f.a.async_read_some(net::buffer(buf),
+                      cancel_after(1h, net::bind_cancellation_slot(sig.slot(), record(o))));
+  f.settle();
+  sig.emit(net::cancellation_type::terminal);
+  f.settle();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+  // Our forwarder left the user's slot with the operation.
+  BOOST_TEST(!sig.slot().has_handler());
+  sig.emit(net::cancellation_type::terminal); // harmless
+}
+
+BOOST_AUTO_TEST_CASE(handler_executor_is_kept) {
+  fixture f;
+  auto strand = net::make_strand(f.io);
+  asio_wheel::timer t(f.io, 1h);
+  bool in_strand = false;
+  t.async_wait(cancel_after(10ms, net::bind_executor(strand, [&](error_code ec) {
+                                in_strand = strand.running_in_this_thread() &&
+                                            ec == net::error::operation_aborted;
+                              })));
+  f.advance(10ms);
+  BOOST_TEST(in_strand);
+}
+
+BOOST_AUTO_TEST_CASE(partial_cancellation_type_is_passed_on) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1h);
+  outcome o;
+  t.async_wait(cancel_after(10ms, net::cancellation_type::partial, record(o)));
+  f.advance(10ms);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+}
+
+// Thousands of deadlines on one wheel, each gone with its operation.
+BOOST_AUTO_TEST_CASE(many_operations_leave_nothing_behind) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1ms);
+  int done = 0;
+  for (int i = 0; i < 2000; ++i)
+    t.async_wait(cancel_after((i % 2) ? 1h : 500us, [&done](error_code) { ++done; }));
+  f.advance(1ms);
+  BOOST_TEST(done == 2000);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+// The operation completes on one thread while its deadline fires on another: exactly
+// one completion, never a use of freed memory (the handler destroys the I/O object the
+// emission would reach), whatever the interleaving. Run under TSan by scripts/test.
+BOOST_AUTO_TEST_CASE(completion_races_the_deadline_across_threads) {
+  net::io_context io(2);
+  auto& svc = asio_wheel::install(io, fixture::make_options());
+  auto guard = net::make_work_guard(io);
+  std::vector<std::thread> runners;
+  for (int i = 0; i < 2; ++i) runners.emplace_back([&io] { io.run(); });
+
+  socket_type a(io), b(io);
+  net::local::connect_pair(a, b);
+  std::array<char, 1> buf{};
+  int aborted = 0, completed = 0;
+  constexpr int rounds = 400;
+
+  for (int i = 0; i < rounds; ++i) {
+    std::atomic<int> calls{0};
+    // A steady_timer that the handler destroys: an emission reaching it after the
+    // handler would be a use after free.
+    auto* st = new net::steady_timer(io);
+    st->expires_after(0s);
+    net::steady_timer* st2 = nullptr;
+    if (i % 2) {
+      // Odd rounds: a socket read, completed by a write from this thread.
+      a.async_read_some(net::buffer(buf), cancel_after(1ms, [&](error_code ec, std::size_t) {
+                          (ec ? aborted : completed) += 1;
+                          calls.fetch_add(1, std::memory_order_release);
+                        }));
+      std::thread writer([&] { net::write(b, net::buffer("x", 1)); });
+      svc.advance(1ms);
+      writer.join();
+      delete st;
+    } else {
+      // Even rounds: a steady_timer expiring now, racing a deadline due now.
+      st2 = st;
+      st2->async_wait(cancel_after(1ms, [&, st2](error_code ec) {
+        (ec ? aborted : completed) += 1;
+        delete st2;
+        calls.fetch_add(1, std::memory_order_release);
+      }));
+      svc.advance(1ms);
+    }
+    while (calls.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    // Drain what an aborted read left unread, so the next round starts clean.
+    if (i % 2) {
+      while (svc.stats().pending != 0) std::this_thread::yield();
+      if (a.available() > 0) net::read(a, net::buffer(buf));
+    }
+    BOOST_REQUIRE(calls.load() == 1);
+  }
+  while (svc.stats().pending != 0) std::this_thread::yield();
+  guard.reset();
+  for (auto& t : runners) t.join();
+  BOOST_TEST(aborted + completed == rounds);
+  BOOST_TEST_MESSAGE("aborted " << aborted << ", completed " << completed);
+}
