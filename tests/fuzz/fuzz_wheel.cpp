@@ -1,0 +1,477 @@
+// libFuzzer target: bytes -> a sequence of timer operations on a manual-clock wheel,
+// checked step by step against a reference model.
+//
+// The model keeps every wait (id -> timer, state, expiry tick) and predicts, at each
+// poll, exactly which waits complete and with which error code:
+//   - a pending wait completes with success once the wheel's tick has reached its
+//     expiry tick (expiry rounded up to the tick): never early, never a tick late;
+//   - cancel(), expires_*(), destruction, move-assignment over it and per-operation
+//     cancellation complete it with operation_aborted, and cancel()/expires_*() return
+//     how many they aborted;
+//   - a wait beyond max_pending completes with too_many_timers;
+//   - reset_*() moves the expiry of the pending waits and aborts none;
+//   - every wait completes exactly once, and nothing completes outside a poll;
+//   - successes that went through the wheel's slots complete in expiry-tick order;
+//   - wheel_service::stats() agrees with the model after every operation.
+// The wheel geometry (slots 2..16, levels 1..4, tick 1 ms), expiry_batch and max_pending
+// come from the first bytes, so cascading, rounds and batching are all exercised.
+//
+// Handler memory comes from a LIFO free-list allocator, so a freed operation's block is
+// handed to the next one at once: stale pointers to a finished operation then alias a
+// live one, which is what ASan alone would not show.
+//
+// Built by tests/fuzz/CMakeLists.txt as fuzz_wheel (clang, -fsanitize=fuzzer); with
+// ASIO_WHEEL_FUZZ_STANDALONE defined it has its own main() that replays files given on
+// the command line (the corpus regression test in ordinary builds).
+#include <asio_wheel.hpp>
+
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+// Emitting the signal of a wait that has already completed (while its timer lives) must
+// be a no-op. Off by default while the core's per-operation cancellation is keyed by
+// the operation's address (see docs/README-issue6.md, "known findings"); define it to 1
+// to fuzz that path too.
+#ifndef ASIO_WHEEL_FUZZ_STALE_CANCEL
+#define ASIO_WHEEL_FUZZ_STALE_CANCEL 0
+#endif
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+using duration = clock_type::duration;
+using time_point = clock_type::time_point;
+using boost::system::error_code;
+
+[[noreturn]] void fail(const char* what, long long a = 0, long long b = 0) {
+  std::fprintf(stderr, "fuzz_wheel: model mismatch: %s (%lld, %lld)\n", what, a, b);
+  std::abort();
+}
+#define CHECK(cond, ...) \
+  do {                   \
+    if (!(cond)) fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
+  } while (0)
+
+// ---- input ----------------------------------------------------------------------------
+
+class input {
+public:
+  input(const std::uint8_t* data, std::size_t size) : p_(data), end_(data + size) {}
+  bool empty() const { return p_ == end_; }
+  std::uint8_t byte() { return p_ == end_ ? 0 : *p_++; }
+  std::uint32_t u16() { return byte() | (std::uint32_t{byte()} << 8); }
+  std::uint32_t u32() { return u16() | (u16() << 16); }
+private:
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+};
+
+// ---- a LIFO free-list allocator for handlers --------------------------------------------
+
+struct pool {
+  std::map<std::size_t, std::vector<void*>> free;
+  std::size_t live = 0;
+  void* get(std::size_t n) {
+    ++live;
+    auto& list = free[n];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      return p;
+    }
+    return ::operator new(n);
+  }
+  void put(void* p, std::size_t n) {
+    --live;
+    free[n].push_back(p);
+  }
+  ~pool() {
+    for (auto& [n, list] : free)
+      for (void* p : list) ::operator delete(p);
+  }
+};
+
+template <class T>
+struct pool_allocator {
+  using value_type = T;
+  pool* p;
+  explicit pool_allocator(pool* q) noexcept : p(q) {}
+  template <class U>
+  pool_allocator(const pool_allocator<U>& o) noexcept : p(o.p) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(p->get(n * sizeof(T))); }
+  void deallocate(T* q, std::size_t n) noexcept { p->put(q, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const pool_allocator<U>& o) const noexcept { return p == o.p; }
+};
+
+// ---- the model ------------------------------------------------------------------------
+
+constexpr std::size_t n_timers = 6;
+constexpr std::uint64_t never = ~std::uint64_t{0};
+
+enum class wstate { pending, queued_abort, queued_too_many, done };
+
+struct wait_rec {
+  std::size_t timer;          // index of the timer it waits on (follows moves)
+  wstate state = wstate::pending;
+  std::uint64_t due = 0;      // expiry tick while pending
+  time_point expiry{};        // expiry time while pending
+  bool slotted = false;       // due > current tick when last scheduled
+  bool ordered = true;        // completion runs inline (not via a strand)
+  std::unique_ptr<asio::cancellation_signal> signal; // per-operation cancellation
+  bool signal_live = false;   // its timer still exists: emitting is allowed
+};
+
+struct completion {
+  std::size_t id;
+  error_code ec;
+  time_point at; // service clock when the handler ran
+};
+
+class harness {
+public:
+  harness(asio_wheel::wheel_options o)
+      : opts_(o), svc_(asio_wheel::install(io_, o)), strand_(asio::make_strand(io_)),
+        epoch_(svc_.now()), now_(epoch_) {}
+
+  ~harness() {
+    // Destroy timers, then the context without polling: the aborted handlers are
+    // destroyed, never invoked (LeakSanitizer checks that nothing leaks).
+    for (auto& t : timers_) t.reset();
+  }
+
+  void run(input& in) {
+    for (int step = 0; step < 3000 && !in.empty(); ++step) {
+      op(in);
+      check_stats();
+    }
+    // Orderly end: every timer destroyed, every wait aborted or done.
+    if (in.byte() & 1) {
+      for (std::size_t i = 0; i < n_timers; ++i) destroy(i);
+      poll();
+      for (auto& [id, w] : waits_) CHECK(w.state == wstate::done, (long long)id);
+      CHECK(svc_.stats().pending == 0);
+    }
+  }
+
+private:
+  std::uint64_t tick_of(time_point t) const {
+    if (t == time_point::max()) return never;
+    if (t <= epoch_) return 0;
+    const auto since = static_cast<std::uint64_t>((t - epoch_).count());
+    const auto tick = static_cast<std::uint64_t>(opts_.tick.count());
+    return since / tick + (since % tick != 0);
+  }
+  std::uint64_t current_tick() const {
+    return static_cast<std::uint64_t>((now_ - epoch_).count() / opts_.tick.count());
+  }
+  static time_point add(time_point t, duration d) {
+    if (d > duration::zero() && t > time_point::max() - d) return time_point::max();
+    if (d < duration::zero() && t < time_point::min() - d) return time_point::min();
+    return t + d;
+  }
+
+  duration read_duration(input& in) {
+    switch (in.byte() % 8) {
+    case 0: return std::chrono::milliseconds(in.byte() % 4);
+    case 1: return std::chrono::milliseconds(in.u16() % 300) + std::chrono::microseconds(in.u16() % 1000);
+    case 2: return std::chrono::milliseconds(in.u16());
+    case 3: return -std::chrono::milliseconds(in.byte());
+    case 4: return std::chrono::hours(1 + in.u16());
+    case 5: return duration::max() - duration(in.byte());
+    case 6: return duration::max();
+    default: return std::chrono::nanoseconds(in.u16());
+    }
+  }
+
+  std::size_t pending_count() const {
+    std::size_t n = 0;
+    for (auto& [id, w] : waits_) n += w.state == wstate::pending;
+    return n;
+  }
+
+  // Every pending wait of timer i becomes queued for abort; returns how many.
+  std::size_t abort_timer(std::size_t i) {
+    std::size_t n = 0;
+    for (auto& [id, w] : waits_)
+      if (w.timer == i && w.state == wstate::pending) w.state = wstate::queued_abort, ++n;
+    stats_cancelled_ += n;
+    return n;
+  }
+
+  void op(input& in) {
+    const std::size_t i = in.byte() % n_timers;
+    switch (in.byte() % 14) {
+    case 0: // create
+      if (!timers_[i]) {
+        timers_[i].emplace(io_);
+        expiry_[i] = time_point();
+      }
+      break;
+    case 1: case 2: case 3: wait(i, in); break;
+    case 4: // cancel
+      if (timers_[i]) {
+        const std::size_t expect = abort_timer(i);
+        CHECK(timers_[i]->cancel() == expect, (long long)expect);
+      }
+      break;
+    case 5: { // expires_after
+      const duration d = read_duration(in);
+      if (timers_[i]) {
+        const std::size_t expect = abort_timer(i);
+        CHECK(timers_[i]->expires_after(d) == expect, (long long)expect);
+        expiry_[i] = add(now_, d);
+        CHECK(timers_[i]->expiry() == expiry_[i]);
+      }
+      break;
+    }
+    case 6: { // expires_at, absolute
+      const time_point t = in.byte() & 1 ? time_point::max() : add(now_, read_duration(in));
+      if (timers_[i]) {
+        const std::size_t expect = abort_timer(i);
+        CHECK(timers_[i]->expires_at(t) == expect, (long long)expect);
+        expiry_[i] = t;
+      }
+      break;
+    }
+    case 7: { // reset_after / reset_at: pending waits move along
+      const bool at = in.byte() & 1;
+      const duration d = read_duration(in);
+      if (timers_[i]) {
+        const std::size_t aborted_before = stats_cancelled_;
+        if (at) timers_[i]->reset_at(add(now_, d)); else timers_[i]->reset_after(d);
+        expiry_[i] = add(now_, d);
+        CHECK(timers_[i]->expiry() == expiry_[i]);
+        const std::uint64_t due = tick_of(expiry_[i]);
+        for (auto& [id, w] : waits_)
+          if (w.timer == i && w.state == wstate::pending)
+            w.due = due, w.expiry = expiry_[i], w.slotted = due > current_tick();
+        CHECK(aborted_before == stats_cancelled_);
+      }
+      break;
+    }
+    case 8: per_op_cancel(in); break;
+    case 9: destroy(i); break;
+    case 10: { // move (construct into an empty place, or assign over an existing timer)
+      const std::size_t j = in.byte() % n_timers;
+      if (!timers_[i] || i == j) break;
+      if (timers_[j]) abort_timer(j);
+      // Pending waits move over (their cancellation follows them); the slot handlers
+      // of i's finished waits point at i, which is destroyed below.
+      for (auto& [id, w] : waits_) {
+        if (w.timer != i) continue;
+        if (w.state == wstate::pending) w.timer = j;
+        else w.signal_live = false;
+      }
+      if (timers_[j]) *timers_[j] = std::move(*timers_[i]);
+      else timers_[j].emplace(std::move(*timers_[i]));
+      expiry_[j] = expiry_[i];
+      CHECK(timers_[j]->expiry() == expiry_[j]);
+      // The moved-from timer has no waits; cancel() says so.
+      CHECK(timers_[i]->cancel() == 0);
+      timers_[i].reset();
+      break;
+    }
+    case 11: case 12: { // advance
+      duration d;
+      switch (in.byte() % 4) {
+      case 0: d = opts_.tick * (in.byte() % 4); break;
+      case 1: d = opts_.tick * (in.u16() % 300); break;
+      case 2: d = std::chrono::nanoseconds(in.u32() % 3'000'000); break;
+      default: d = opts_.tick * (in.u16() % 70000); break;
+      }
+      svc_.advance(d);
+      now_ += d;
+      CHECK(svc_.now() == now_);
+      CHECK(log_.size() == logged_, (long long)log_.size()); // advance() invokes nothing
+      break;
+    }
+    default: poll(); break;
+    }
+  }
+
+  void wait(std::size_t i, input& in) {
+    if (!timers_[i]) return;
+    const std::uint8_t how = in.byte();
+    const bool refused = opts_.max_pending != 0 && pending_count() >= opts_.max_pending;
+    const std::size_t id = next_id_++;
+    wait_rec& w = waits_[id];
+    w.timer = i;
+    w.due = tick_of(expiry_[i]);
+    w.expiry = expiry_[i];
+    w.slotted = w.due > current_tick();
+    w.ordered = !(how & 2);
+    if (refused) {
+      w.state = wstate::queued_too_many;
+      ++stats_rejected_;
+    }
+    auto h = asio::bind_allocator(pool_allocator<void>(&pool_),
+                                  [this, id](error_code ec) { log_.push_back({id, ec, svc_.now()}); });
+    auto& t = *timers_[i];
+    if (how & 1) {
+      w.signal = std::make_unique<asio::cancellation_signal>();
+      w.signal_live = true;
+      if (how & 2)
+        t.async_wait(asio::bind_cancellation_slot(w.signal->slot(), asio::bind_executor(strand_, std::move(h))));
+      else
+        t.async_wait(asio::bind_cancellation_slot(w.signal->slot(), std::move(h)));
+    } else if (how & 2) {
+      t.async_wait(asio::bind_executor(strand_, std::move(h)));
+    } else {
+      t.async_wait(std::move(h));
+    }
+    CHECK(log_.size() == logged_); // never completes inside async_wait
+  }
+
+  void per_op_cancel(input& in) {
+    if (waits_.empty()) return;
+    // Pick a wait by id, among the recent ones.
+    const std::size_t back = in.u16() % std::min<std::size_t>(waits_.size(), 64);
+    auto it = waits_.end();
+    std::advance(it, -static_cast<std::ptrdiff_t>(back) - 1);
+    wait_rec& w = it->second;
+    if (!w.signal || !w.signal_live) return;
+    static constexpr asio::cancellation_type types[] = {
+        asio::cancellation_type::terminal, asio::cancellation_type::partial,
+        asio::cancellation_type::total, asio::cancellation_type::none};
+    const auto type = types[in.byte() % 4];
+    if (w.state == wstate::pending) {
+      if (type != asio::cancellation_type::none) {
+        w.state = wstate::queued_abort;
+        ++stats_cancelled_;
+      }
+    } else if (!ASIO_WHEEL_FUZZ_STALE_CANCEL) {
+      return;
+    }
+    w.signal->emit(type);
+  }
+
+  void destroy(std::size_t i) {
+    if (!timers_[i]) return;
+    abort_timer(i);
+    for (auto& [id, w] : waits_)
+      if (w.timer == i) w.signal_live = false;
+    timers_[i].reset();
+  }
+
+  void poll() {
+    // What must complete now: everything queued, and every pending wait that is due.
+    const std::uint64_t cur = current_tick();
+    std::map<std::size_t, error_code> expect;
+    for (auto& [id, w] : waits_) {
+      if (w.state == wstate::queued_abort) expect[id] = asio::error::operation_aborted;
+      else if (w.state == wstate::queued_too_many) expect[id] = asio_wheel::error::too_many_timers;
+      else if (w.state == wstate::pending && w.due <= cur) expect[id] = error_code(), ++stats_expired_;
+    }
+    io_.restart();
+    io_.poll();
+    CHECK(log_.size() - logged_ == expect.size(), (long long)(log_.size() - logged_), (long long)expect.size());
+    std::uint64_t last_due = 0;
+    for (std::size_t k = logged_; k < log_.size(); ++k) {
+      const completion& c = log_[k];
+      auto e = expect.find(c.id);
+      CHECK(e != expect.end(), (long long)c.id); // unexpected, or completed twice
+      CHECK(e->second == c.ec, (long long)c.id, c.ec.value());
+      wait_rec& w = waits_.at(c.id);
+      if (!c.ec) {
+        CHECK(c.at >= w.expiry, (long long)c.id); // never early
+        if (w.slotted && w.ordered) {
+          CHECK(w.due >= last_due, (long long)w.due, (long long)last_due);
+          last_due = w.due;
+        }
+      }
+      w.state = wstate::done;
+      expect.erase(e);
+    }
+    logged_ = log_.size();
+  }
+
+  void check_stats() {
+    const auto s = svc_.stats();
+    CHECK(s.pending == pending_count(), (long long)s.pending, (long long)pending_count());
+    CHECK(s.cancelled == stats_cancelled_, (long long)s.cancelled, (long long)stats_cancelled_);
+    CHECK(s.rejected == stats_rejected_, (long long)s.rejected, (long long)stats_rejected_);
+    CHECK(s.expired == stats_expired_, (long long)s.expired, (long long)stats_expired_);
+    CHECK(s.wakeups == 0); // manual clock: the driver never runs
+  }
+
+  pool pool_; // outlives the context: handlers still queued are freed into it
+  asio_wheel::wheel_options opts_;
+  asio::io_context io_;
+  asio_wheel::wheel_service& svc_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  const time_point epoch_;
+  time_point now_;
+  std::array<std::optional<asio_wheel::timer>, n_timers> timers_;
+  std::array<time_point, n_timers> expiry_{};
+  std::map<std::size_t, wait_rec> waits_;
+  std::size_t next_id_ = 0;
+  std::vector<completion> log_;
+  std::size_t logged_ = 0;
+  std::uint64_t stats_expired_ = 0, stats_cancelled_ = 0, stats_rejected_ = 0;
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  input in(data, size);
+  asio_wheel::wheel_options o;
+  o.clock = asio_wheel::clock_mode::manual;
+  o.tick = 1ms;
+  const std::uint8_t geo = in.byte();
+  o.slots = std::size_t{2} << (geo % 4);    // 2, 4, 8, 16
+  o.levels = 1 + (geo >> 2) % 4;            // 1..4
+  const std::uint8_t lim = in.byte();
+  o.expiry_batch = lim % 5;                 // 0 (unlimited), 1..4
+  o.max_pending = (lim >> 3) % 4 == 0 ? 1 + (lim >> 5) : 0;
+  harness h(o);
+  h.run(in);
+  return 0;
+}
+
+#ifdef ASIO_WHEEL_FUZZ_STANDALONE
+// Replays inputs without libFuzzer: each argument is a file, or a directory of files.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+int main(int argc, char** argv) {
+  std::size_t n = 0;
+  auto replay = [&n](const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(f), {}};
+    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
+    ++n;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::filesystem::path p(argv[i]);
+    if (std::filesystem::is_directory(p)) {
+      for (auto& e : std::filesystem::directory_iterator(p))
+        if (e.is_regular_file()) replay(e.path());
+    } else {
+      replay(p);
+    }
+  }
+  std::printf("fuzz_wheel: %zu inputs replayed, all consistent with the model\n", n);
+  return 0;
+}
+#endif
