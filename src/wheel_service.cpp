@@ -8,11 +8,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <time.h>
 
 namespace asio_wheel {
 
@@ -58,16 +58,6 @@ time_point saturating_add(time_point t, duration d) noexcept {
   return t + d;
 }
 
-duration coarse_resolution() noexcept {
-#ifdef CLOCK_MONOTONIC_COARSE
-  timespec res{};
-  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
-    return std::chrono::duration_cast<duration>(std::chrono::seconds(res.tv_sec) +
-                                                std::chrono::nanoseconds(res.tv_nsec));
-#endif
-  return duration::zero();
-}
-
 } // namespace
 
 wheel_service::wheel_service(boost::asio::execution_context& ctx)
@@ -80,8 +70,7 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_op
       wheel_(opts.slots, opts.levels),
       epoch_(clock_type::now()),
       tick_(opts.tick.count()),
-      manual_now_(epoch_),
-      coarse_resolution_(coarse_resolution()) {}
+      manual_now_(epoch_) {}
 
 wheel_service::~wheel_service() = default;
 
@@ -101,21 +90,6 @@ time_point wheel_service::now() const {
 
 time_point wheel_service::deadline_after(duration d) const {
   return saturating_add(now(), d);
-}
-
-time_point wheel_service::coarse_deadline_after(duration d) const {
-#ifdef CLOCK_MONOTONIC_COARSE
-  if (options_.clock == clock_mode::steady) {
-    // The coarse clock runs on the same timeline as steady_clock, at most one period
-    // behind it; adding the period makes the deadline never early.
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    const time_point coarse{std::chrono::duration_cast<duration>(
-        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec))};
-    return saturating_add(coarse + coarse_resolution_, d);
-  }
-#endif
-  return deadline_after(d);
 }
 
 tick_t wheel_service::to_tick(time_point t) const noexcept {
@@ -368,8 +342,11 @@ void wheel_service::collect_locked(detail::op_queue& batch) {
     }
     // A timer: all its waits complete with success.
     auto& timer = static_cast<detail::wait_entry&>(*entry);
-    if (now > timer.expiry) {
-      const auto late = std::chrono::duration_cast<std::chrono::nanoseconds>(now - timer.expiry);
+    // Expiries before the wheel existed count from its start (no overflow from
+    // time_point::min()).
+    const time_point expiry = std::max(timer.expiry, epoch_);
+    if (now > expiry) {
+      const auto late = std::chrono::duration_cast<std::chrono::nanoseconds>(now - expiry);
       if (late > stats_.max_lateness) stats_.max_lateness = late;
     }
     std::size_t n = 0;

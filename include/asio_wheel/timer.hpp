@@ -140,15 +140,14 @@ public:
   // handler is completed, allocated or posted.
   void reset_at(time_point t) { service_->reset_at(entry_, t); }
 
-  // reset_at(now() + d), with now() read from the coarse clock and rounded up by its
-  // period: never early, and at most one coarse period (4 ms on Linux, HZ=250) later
-  // than reset_at(now() + d). Use reset_at for an exact expiry.
-  void reset_after(duration d) { service_->reset_at(entry_, service_->coarse_deadline_after(d)); }
+  // reset_at(now() + d), saturated like expires_after.
+  void reset_after(duration d) { service_->reset_at(entry_, service_->deadline_after(d)); }
 
   // Starts an asynchronous wait for the expiry. Completion signature
-  // void(boost::system::error_code); any completion token.
-  template <class WaitToken>
-  auto async_wait(WaitToken&& token) {
+  // void(boost::system::error_code); any completion token, defaulting to the
+  // executor's default token (as_default_on).
+  template <class WaitToken = boost::asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = boost::asio::default_completion_token_t<executor_type>()) {
     return boost::asio::async_initiate<WaitToken, void(boost::system::error_code)>(
         initiate_async_wait(this), token);
   }

@@ -1,0 +1,840 @@
+// asio_wheel::timer and wheel_service: steady_timer semantics, reset_*, the manual
+// clock, options, stats, and the edge cases timer libraries get wrong.
+#define BOOST_TEST_MODULE timer
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel.hpp>
+
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/as_tuple.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using asio_wheel::clock_mode;
+using asio_wheel::wheel_options;
+using boost::system::error_code;
+
+namespace {
+
+wheel_options manual(std::size_t levels = 4, std::size_t slots = 256) {
+  wheel_options o;
+  o.clock = clock_mode::manual;
+  o.levels = levels;
+  o.slots = slots;
+  return o;
+}
+
+// A manual-clock context; poll() restarts it first, since a context that ran out of
+// work stays stopped.
+struct fixture {
+  asio::io_context io;
+  asio_wheel::wheel_service& svc;
+  explicit fixture(const wheel_options& o = manual()) : svc(asio_wheel::install(io, o)) {}
+  std::size_t poll() {
+    io.restart();
+    return io.poll();
+  }
+  void advance(std::chrono::steady_clock::duration d) {
+    svc.advance(d);
+    poll();
+  }
+};
+
+// Records completions of a wait.
+struct recorder {
+  int calls = 0;
+  error_code ec;
+  std::chrono::steady_clock::time_point at{};
+  auto handler(fixture& f) {
+    return [this, &f](error_code e) {
+      ++calls;
+      ec = e;
+      at = f.svc.now();
+    };
+  }
+};
+
+const error_code aborted = asio::error::operation_aborted;
+
+} // namespace
+
+// ---- options and the service ----
+
+BOOST_AUTO_TEST_CASE(install_rejects_bad_options_with_clear_messages) {
+  auto rejects = [](wheel_options o, const std::string& what) {
+    asio::io_context io;
+    try {
+      asio_wheel::install(io, o);
+      BOOST_ERROR("accepted bad options: " + what);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(what) != std::string::npos, e.what());
+    }
+  };
+  wheel_options o;
+  o.tick = 0ms;
+  rejects(o, "tick");
+  o = {};
+  o.tick = -1ms;
+  rejects(o, "tick");
+  o = {};
+  o.slots = 100;
+  rejects(o, "power of two");
+  o.slots = 1;
+  rejects(o, "power of two");
+  o.slots = std::size_t{1} << 21;
+  rejects(o, "power of two");
+  o = {};
+  o.levels = 0;
+  rejects(o, "levels");
+  o = {};
+  o.slots = 256;
+  o.levels = 9; // 9 * 8 bits > 64
+  rejects(o, "64");
+  o.slots = 2;
+  o.levels = 64; // exactly 64 bits: fine
+  asio::io_context io;
+  BOOST_CHECK_NO_THROW(asio_wheel::install(io, o));
+}
+
+BOOST_AUTO_TEST_CASE(install_twice_or_after_use_throws_service_already_exists) {
+  asio::io_context io;
+  asio_wheel::install(io, manual());
+  BOOST_CHECK_THROW(asio_wheel::install(io, manual()), asio::service_already_exists);
+  asio::io_context io2;
+  asio_wheel::timer t(io2); // creates the default service
+  BOOST_CHECK_THROW(asio_wheel::install(io2, manual()), asio::service_already_exists);
+  auto& svc = asio::use_service<asio_wheel::wheel_service>(io2);
+  BOOST_TEST(svc.options().slots == 256u);
+  BOOST_TEST(svc.options().levels == 4u);
+  BOOST_TEST((svc.options().clock == clock_mode::steady));
+}
+
+BOOST_AUTO_TEST_CASE(advance_is_for_manual_mode_and_forward_only) {
+  asio::io_context io;
+  auto& steady = asio::use_service<asio_wheel::wheel_service>(io);
+  BOOST_CHECK_THROW(steady.advance(1ms), std::logic_error);
+  fixture f;
+  BOOST_CHECK_THROW(f.svc.advance(-1ms), std::invalid_argument);
+  const auto t0 = f.svc.now();
+  f.svc.advance(5ms);
+  BOOST_TEST((f.svc.now() - t0 == 5ms));
+}
+
+BOOST_AUTO_TEST_CASE(error_category_names_the_limit) {
+  error_code ec = asio_wheel::error::too_many_timers;
+  BOOST_TEST(ec.category().name() == std::string("asio_wheel"));
+  BOOST_TEST(ec.message().find("max_pending") != std::string::npos);
+  BOOST_TEST(&ec.category() == &asio_wheel::error::category());
+}
+
+// ---- expiry: never early, at most one tick late ----
+
+BOOST_AUTO_TEST_CASE(wait_completes_at_expiry_not_before_for_every_geometry) {
+  for (auto o : {manual(), manual(1, 256), manual(1, 16), manual(3, 16)}) {
+    fixture f(o);
+    for (auto d : {1ms, 2ms, 255ms, 256ms, 257ms, 1000ms, 65536ms, 70001ms}) {
+      asio_wheel::timer t(f.io, d);
+      recorder r;
+      t.async_wait(r.handler(f));
+      const auto expiry = t.expiry();
+      f.advance(d - 1ms);
+      BOOST_TEST(r.calls == 0);
+      f.advance(1ms);
+      BOOST_TEST(r.calls == 1);
+      BOOST_TEST(!r.ec);
+      BOOST_TEST((r.at >= expiry));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(expiry_between_ticks_rounds_up_never_down) {
+  fixture f;
+  asio_wheel::timer t(f.io, f.svc.now() + 2500us);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.advance(2ms);
+  BOOST_TEST(r.calls == 0);
+  f.advance(499us);
+  BOOST_TEST(r.calls == 0);
+  f.advance(1us); // 2.5 ms: the tick containing it has not ended
+  BOOST_TEST(r.calls == 0);
+  f.advance(500us); // 3 ms: first tick boundary at or after expiry
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST((r.at - t.expiry() < 1ms)); // less than one tick late
+}
+
+BOOST_AUTO_TEST_CASE(one_big_advance_completes_in_expiry_order) {
+  fixture f(manual(2, 16));
+  std::vector<int> order;
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  for (int ms : {500, 3, 40, 17, 300, 9000, 4}) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(f.io, std::chrono::milliseconds(ms)));
+    timers.back()->async_wait([&order, ms](error_code) { order.push_back(ms); });
+  }
+  f.advance(10s);
+  BOOST_TEST(order == (std::vector<int>{3, 4, 17, 40, 300, 500, 9000}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancellable) {
+  fixture f;
+  f.advance(10ms);
+  asio_wheel::timer t(f.io, f.svc.now() - 5ms);
+  recorder r;
+  t.async_wait(r.handler(f));
+  BOOST_TEST(r.calls == 0); // never inside async_wait
+  f.poll();
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+
+  // Until the service hands it over, cancel() still reaches it.
+  recorder r2;
+  t.async_wait(r2.handler(f));
+  BOOST_TEST(t.cancel() == 1u);
+  f.poll();
+  BOOST_TEST(r2.calls == 1);
+  BOOST_TEST(r2.ec == aborted);
+
+  // ... and so does reset_after, which keeps it waiting.
+  recorder r3;
+  t.async_wait(r3.handler(f));
+  t.reset_after(5ms);
+  f.poll();
+  BOOST_TEST(r3.calls == 0);
+  f.advance(5ms);
+  BOOST_TEST(r3.calls == 1);
+  BOOST_TEST(!r3.ec);
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_for_now_does_not_sit_a_rotation_in_a_processed_slot) {
+  for (auto o : {manual(1, 16), manual()}) {
+    fixture f(o);
+    f.advance(7ms); // slot 7 processed
+    asio_wheel::timer t(f.io, f.svc.now());
+    recorder r;
+    t.async_wait(r.handler(f));
+    f.poll();
+    BOOST_TEST(r.calls == 1);
+    asio_wheel::timer t2(f.io, f.svc.now() + 1ms);
+    recorder r2;
+    t2.async_wait(r2.handler(f));
+    f.advance(1ms);
+    BOOST_TEST(r2.calls == 1);
+  }
+}
+
+// ---- cancel, expires_*, reset_* ----
+
+BOOST_AUTO_TEST_CASE(cancel_aborts_every_pending_wait_and_counts_them) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1s);
+  recorder a, b;
+  t.async_wait(a.handler(f));
+  t.async_wait(b.handler(f));
+  BOOST_TEST(f.svc.stats().pending == 2u);
+  BOOST_TEST(t.cancel() == 2u);
+  BOOST_TEST(a.calls == 0); // never inside cancel()
+  f.poll();
+  BOOST_TEST(a.calls == 1);
+  BOOST_TEST(b.calls == 1);
+  BOOST_TEST(a.ec == aborted);
+  BOOST_TEST(t.cancel() == 0u);
+  auto s = f.svc.stats();
+  BOOST_TEST(s.pending == 0u);
+  BOOST_TEST(s.cancelled == 2u);
+  f.advance(2s);
+  BOOST_TEST(a.calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_after_hand_over_returns_zero_and_the_handler_sees_success) {
+  // Two timers due in the same tick are handed over in one step; when the first
+  // handler cancels the second, that wait is already dequeued.
+  fixture f;
+  asio_wheel::timer first(f.io, 1ms), second(f.io, 1ms);
+  recorder r;
+  std::size_t cancelled = 99;
+  first.async_wait([&](error_code) { cancelled = second.cancel(); });
+  second.async_wait(r.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(cancelled == 0u);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+}
+
+BOOST_AUTO_TEST_CASE(advance_alone_hands_nothing_over_so_cancel_still_counts) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1ms);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.svc.advance(1ms); // due, but the completion step has not run
+  BOOST_TEST(t.cancel() == 1u);
+  f.poll();
+  BOOST_TEST(r.ec == aborted);
+}
+
+BOOST_AUTO_TEST_CASE(expires_at_and_after_abort_pending_waits) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1s);
+  recorder r;
+  t.async_wait(r.handler(f));
+  BOOST_TEST(t.expires_after(2s) == 1u);
+  BOOST_TEST(t.expires_at(f.svc.now() + 3s) == 0u);
+  f.poll();
+  BOOST_TEST(r.ec == aborted);
+  recorder r2;
+  t.async_wait(r2.handler(f));
+  f.advance(3s - 1ms);
+  BOOST_TEST(r2.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(r2.calls == 1);
+  BOOST_TEST(!r2.ec);
+}
+
+BOOST_AUTO_TEST_CASE(reset_moves_the_deadline_without_completing_anything) {
+  for (auto o : {manual(), manual(1, 16)}) {
+    fixture f(o);
+    asio_wheel::timer t(f.io, 100ms);
+    recorder a, b;
+    t.async_wait(a.handler(f));
+    t.async_wait(b.handler(f));
+    f.advance(50ms);
+    t.reset_after(100ms); // later: now due at 150 ms
+    BOOST_TEST(f.poll() == 0u); // nothing posted, nothing run
+    f.advance(99ms);
+    BOOST_TEST(a.calls == 0);
+    f.advance(1ms);
+    BOOST_TEST(a.calls == 1);
+    BOOST_TEST(b.calls == 1);
+    BOOST_TEST(!a.ec);
+    BOOST_TEST(f.svc.stats().cancelled == 0u);
+
+    recorder c;
+    t.expires_after(10s);
+    t.async_wait(c.handler(f));
+    t.reset_at(f.svc.now() + 20ms); // earlier
+    f.advance(20ms);
+    BOOST_TEST(c.calls == 1);
+    BOOST_TEST((t.expiry() == f.svc.now()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reset_without_pending_waits_just_sets_the_expiry) {
+  fixture f;
+  asio_wheel::timer t(f.io);
+  t.reset_after(30ms);
+  BOOST_TEST((t.expiry() == f.svc.now() + 30ms));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.advance(30ms);
+  BOOST_TEST(r.calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(repeated_resets_fire_once_at_the_last_deadline) {
+  fixture f(manual(2, 16));
+  asio_wheel::timer t(f.io, 5ms);
+  recorder r;
+  t.async_wait(r.handler(f));
+  for (int i = 0; i < 1000; ++i) {
+    f.advance(1ms);
+    t.reset_after(5ms); // an idle connection that keeps talking
+  }
+  BOOST_TEST(r.calls == 0);
+  f.advance(4ms);
+  BOOST_TEST(r.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 1);
+}
+
+// ---- out-of-range times ----
+
+BOOST_AUTO_TEST_CASE(time_point_max_and_duration_max_stay_pending_until_cancelled) {
+  fixture f;
+  asio_wheel::timer a(f.io, asio_wheel::timer::time_point::max());
+  asio_wheel::timer b(f.io, asio_wheel::timer::duration::max());
+  asio_wheel::timer c(f.io);
+  c.expires_after(std::chrono::hours(24 * 365 * 200)); // far, but finite
+  recorder ra, rb, rc;
+  a.async_wait(ra.handler(f));
+  b.async_wait(rb.handler(f));
+  c.async_wait(rc.handler(f));
+  f.advance(std::chrono::hours(24 * 365));
+  BOOST_TEST(ra.calls + rb.calls + rc.calls == 0);
+  BOOST_TEST(!f.io.stopped()); // pending waits are outstanding work
+  BOOST_TEST(a.cancel() == 1u);
+  BOOST_TEST(b.cancel() == 1u);
+  BOOST_TEST(c.cancel() == 1u);
+  f.poll();
+  BOOST_TEST(ra.ec == aborted);
+  BOOST_TEST(rb.ec == aborted);
+  BOOST_TEST(rc.ec == aborted);
+}
+
+BOOST_AUTO_TEST_CASE(negative_durations_and_time_point_min_mean_already_expired) {
+  fixture f;
+  asio_wheel::timer a(f.io, -5s);
+  asio_wheel::timer b(f.io, asio_wheel::timer::time_point::min());
+  asio_wheel::timer c(f.io, asio_wheel::timer::duration::min());
+  recorder ra, rb, rc;
+  a.async_wait(ra.handler(f));
+  b.async_wait(rb.handler(f));
+  c.async_wait(rc.handler(f));
+  f.poll();
+  BOOST_TEST(ra.calls == 1);
+  BOOST_TEST(rb.calls == 1);
+  BOOST_TEST(rc.calls == 1);
+  BOOST_TEST(!ra.ec);
+}
+
+// ---- handlers that touch their own timer ----
+
+BOOST_AUTO_TEST_CASE(handler_can_rearm_cancel_reset_and_destroy_its_own_timer) {
+  fixture f;
+  auto t = std::make_unique<asio_wheel::timer>(f.io, 1ms);
+  int fired = 0;
+  std::function<void(error_code)> rearm = [&](error_code ec) {
+    BOOST_TEST(!ec);
+    if (++fired < 3) {
+      t->expires_after(1ms);
+      t->async_wait(rearm);
+    }
+  };
+  t->async_wait(rearm);
+  for (int i = 0; i < 5; ++i) f.advance(1ms);
+  BOOST_TEST(fired == 3);
+
+  // cancel() and reset_after() from inside: the timer's two waits were handed over
+  // together, so the second is no longer cancellable and completes with success.
+  recorder second;
+  t->expires_after(1ms);
+  t->async_wait([&](error_code) {
+    BOOST_TEST(t->cancel() == 0u);
+    t->reset_after(1s);
+  });
+  t->async_wait(second.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(second.calls == 1);
+  BOOST_TEST(!second.ec);
+
+  recorder third;
+  t->expires_after(1ms);
+  t->async_wait([&](error_code) { t.reset(); }); // destroy inside the handler
+  f.advance(1ms);
+  BOOST_TEST(!t);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(handler_on_another_timer_can_cancel_a_later_one) {
+  fixture f;
+  asio_wheel::timer first(f.io, 1ms), second(f.io, 2ms);
+  recorder r;
+  second.async_wait(r.handler(f));
+  first.async_wait([&](error_code) { BOOST_TEST(second.cancel() == 1u); });
+  f.advance(1ms);
+  BOOST_TEST(r.ec == aborted);
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_handler_leaves_run_and_nothing_is_lost) {
+  fixture f;
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  int ran = 0;
+  for (int i = 0; i < 10; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(f.io, 1ms));
+    timers.back()->async_wait([&ran, i](error_code) {
+      ++ran;
+      if (i == 3) throw std::runtime_error("handler failed");
+    });
+  }
+  f.svc.advance(1ms);
+  f.io.restart();
+  BOOST_CHECK_THROW(f.io.run(), std::runtime_error);
+  BOOST_TEST(ran == 4);
+  f.io.run(); // resumes: the rest complete, in order, exactly once
+  BOOST_TEST(ran == 10);
+  BOOST_TEST(f.svc.stats().expired == 10u);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  // The wheel still works.
+  recorder r;
+  timers[0]->expires_after(1ms);
+  timers[0]->async_wait(r.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 1);
+}
+
+// ---- completion tokens and associated characteristics ----
+
+BOOST_AUTO_TEST_CASE(works_with_future_deferred_and_as_tuple) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1ms);
+  std::future<void> fut = t.async_wait(asio::use_future);
+  f.advance(1ms);
+  BOOST_TEST((fut.wait_for(0s) == std::future_status::ready));
+  BOOST_CHECK_NO_THROW(fut.get());
+
+  t.expires_after(1ms);
+  auto op = t.async_wait(asio::deferred);
+  recorder r;
+  std::move(op)(r.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 1);
+
+  t.expires_after(1h);
+  bool got = false;
+  t.async_wait(asio::experimental::as_tuple([&](std::tuple<error_code> e) {
+    got = std::get<0>(e) == aborted;
+  }));
+  t.cancel();
+  f.poll();
+  BOOST_TEST(got);
+
+  t.expires_after(1h);
+  std::future<void> aborted_future = t.async_wait(asio::use_future);
+  t.cancel();
+  f.poll();
+  BOOST_CHECK_THROW(aborted_future.get(), boost::system::system_error);
+}
+
+BOOST_AUTO_TEST_CASE(works_with_coroutines_and_as_default_on) {
+  fixture f;
+  int step = 0;
+  asio::co_spawn(
+      f.io,
+      [&]() -> asio::awaitable<void> {
+        auto t = asio::use_awaitable_t<>::as_default_on(asio_wheel::timer(co_await asio::this_coro::executor));
+        t.expires_after(10ms);
+        co_await t.async_wait();
+        step = 1;
+        t.expires_after(1h);
+        auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        step = ec == aborted ? 2 : -1;
+      },
+      asio::detached);
+  f.poll();
+  f.advance(10ms);
+  BOOST_TEST(step == 1);
+  // The second wait is pending: destroying the context destroys the coroutine frame
+  // (and its timer) without resuming it.
+}
+
+BOOST_AUTO_TEST_CASE(coroutine_timer_destroyed_at_context_shutdown_without_resuming) {
+  int resumed = 0;
+  {
+    asio::io_context io;
+    auto& svc = asio_wheel::install(io, manual());
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          asio_wheel::timer t(co_await asio::this_coro::executor, 1h);
+          co_await t.async_wait(asio::use_awaitable);
+          ++resumed;
+        },
+        asio::detached);
+    io.poll();
+    BOOST_TEST(svc.stats().pending == 1u);
+  }
+  BOOST_TEST(resumed == 0);
+}
+
+BOOST_AUTO_TEST_CASE(handler_runs_on_its_associated_executor) {
+  fixture f;
+  auto strand = asio::make_strand(f.io);
+  asio_wheel::timer t(f.io, 1ms);
+  bool in_strand = false;
+  t.async_wait(asio::bind_executor(strand, [&](error_code) { in_strand = strand.running_in_this_thread(); }));
+  f.advance(1ms);
+  BOOST_TEST(in_strand);
+
+  // A timer whose own executor is a strand delivers in that strand.
+  asio_wheel::timer st(strand, 1ms);
+  bool st_in_strand = false;
+  st.async_wait([&](error_code) { st_in_strand = strand.running_in_this_thread(); });
+  f.advance(1ms);
+  BOOST_TEST(st_in_strand);
+
+  // A handler bound to another context runs there, and that context has work until then.
+  asio::io_context other;
+  bool ran_in_other = false;
+  t.expires_after(1ms);
+  t.async_wait(asio::bind_executor(other, [&](error_code) {
+    ran_in_other = other.get_executor().running_in_this_thread();
+  }));
+  other.poll();
+  BOOST_TEST(!other.stopped()); // tracked work keeps it alive
+  f.advance(1ms);
+  BOOST_TEST(!ran_in_other);
+  other.poll();
+  BOOST_TEST(ran_in_other);
+}
+
+namespace {
+// Counts allocations made through it.
+template <class T>
+struct counting_allocator {
+  using value_type = T;
+  int* count;
+  explicit counting_allocator(int* c) : count(c) {}
+  template <class U>
+  counting_allocator(const counting_allocator<U>& o) : count(o.count) {}
+  T* allocate(std::size_t n) {
+    ++*count;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) {
+    --*count;
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const counting_allocator<U>& o) const { return count == o.count; }
+};
+} // namespace
+
+BOOST_AUTO_TEST_CASE(op_memory_comes_from_the_associated_allocator_and_is_freed_before_the_upcall) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1ms);
+  int live = 0, live_in_handler = -1;
+  t.async_wait(asio::bind_allocator(counting_allocator<int>(&live),
+                                    [&](error_code) { live_in_handler = live; }));
+  BOOST_TEST(live == 1);
+  f.advance(1ms);
+  BOOST_TEST(live_in_handler == 0);
+  BOOST_TEST(live == 0);
+}
+
+BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_wait) {
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                    asio::cancellation_type::total}) {
+    fixture f;
+    asio_wheel::timer t(f.io, 1s);
+    asio::cancellation_signal sig;
+    recorder target, other;
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), target.handler(f)));
+    t.async_wait(other.handler(f));
+    sig.emit(type);
+    BOOST_TEST(target.calls == 0); // not inside emit
+    f.poll();
+    BOOST_TEST(target.calls == 1);
+    BOOST_TEST(target.ec == aborted);
+    BOOST_TEST(f.svc.stats().pending == 1u);
+    f.advance(1s);
+    BOOST_TEST(other.calls == 1);
+    BOOST_TEST(!other.ec);
+    sig.emit(type); // after completion: a no-op
+    f.poll();
+    BOOST_TEST(target.calls == 1);
+  }
+}
+
+// ---- outstanding work ----
+
+BOOST_AUTO_TEST_CASE(a_pending_wait_is_outstanding_work) {
+  fixture f;
+  asio_wheel::timer t(f.io, 1s);
+  t.async_wait([](error_code) {});
+  f.poll();
+  BOOST_TEST(!f.io.stopped());
+  t.cancel();
+  f.poll();
+  BOOST_TEST(f.io.stopped()); // nothing left: run() would return
+}
+
+BOOST_AUTO_TEST_CASE(steady_run_returns_once_the_last_wait_is_cancelled) {
+  asio::io_context io;
+  asio_wheel::timer t(io, 1h);
+  t.async_wait([](error_code) {});
+  asio::post(io, [&] { t.cancel(); });
+  io.run(); // would hang if the driver stayed armed or work stayed counted
+  auto& svc = asio::use_service<asio_wheel::wheel_service>(io);
+  BOOST_TEST(svc.stats().cancelled == 1u);
+  BOOST_TEST(svc.stats().wakeups == 0u);
+}
+
+// ---- moves and rebinding ----
+
+BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
+  fixture f;
+  asio_wheel::timer a(f.io, 5ms);
+  asio::cancellation_signal sig;
+  recorder r1, r2;
+  a.async_wait(r1.handler(f));
+  a.async_wait(asio::bind_cancellation_slot(sig.slot(), r2.handler(f)));
+  asio_wheel::timer b(std::move(a));
+  BOOST_TEST(a.cancel() == 0u);
+  BOOST_TEST((b.expiry() == f.svc.now() + 5ms));
+  sig.emit(asio::cancellation_type::terminal); // reaches the wait on its new owner
+  f.poll();
+  BOOST_TEST(r2.ec == aborted);
+  f.advance(5ms);
+  BOOST_TEST(r1.calls == 1);
+  BOOST_TEST(!r1.ec);
+
+  // Move assignment aborts the target's own waits.
+  asio_wheel::timer c(f.io, 1s), d(f.io, 2s);
+  recorder rc, rd;
+  c.async_wait(rc.handler(f));
+  d.async_wait(rd.handler(f));
+  c = std::move(d);
+  f.poll();
+  BOOST_TEST(rc.ec == aborted);
+  f.advance(2s);
+  BOOST_TEST(rd.calls == 1);
+  BOOST_TEST(!rd.ec);
+}
+
+BOOST_AUTO_TEST_CASE(converting_move_and_rebind_executor) {
+  fixture f;
+  using plain_timer = asio_wheel::basic_timer<asio::io_context::executor_type>;
+  plain_timer p(f.io.get_executor(), 3ms);
+  recorder r;
+  p.async_wait(r.handler(f));
+  asio_wheel::timer any(std::move(p));
+  static_assert(std::is_same_v<asio_wheel::timer::rebind_executor<asio::strand<asio::io_context::executor_type>>::other,
+                               asio_wheel::basic_timer<asio::strand<asio::io_context::executor_type>>>);
+  static_assert(std::is_same_v<plain_timer::executor_type, asio::io_context::executor_type>);
+  f.advance(3ms);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST((any.get_executor() == asio::any_io_executor(f.io.get_executor())));
+}
+
+// ---- limits, batches, stats ----
+
+BOOST_AUTO_TEST_CASE(max_pending_rejects_with_too_many_timers_and_disturbs_nothing) {
+  auto o = manual();
+  o.max_pending = 2;
+  fixture f(o);
+  asio_wheel::timer a(f.io, 1ms), b(f.io, 1ms), c(f.io, 1ms);
+  recorder ra, rb, rc;
+  a.async_wait(ra.handler(f));
+  b.async_wait(rb.handler(f));
+  c.async_wait(rc.handler(f));
+  BOOST_TEST(rc.calls == 0); // as if by post
+  f.poll();
+  BOOST_TEST(rc.calls == 1);
+  BOOST_TEST(rc.ec == asio_wheel::error::too_many_timers);
+  BOOST_TEST(f.svc.stats().rejected == 1u);
+  f.advance(1ms);
+  BOOST_TEST(ra.calls == 1);
+  BOOST_TEST(rb.calls == 1);
+  BOOST_TEST(!ra.ec);
+  recorder again;
+  c.async_wait(again.handler(f)); // room again
+  f.advance(1ms);
+  BOOST_TEST(!again.ec);
+}
+
+BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering) {
+  auto o = manual();
+  o.expiry_batch = 100;
+  fixture f(o);
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  std::vector<int> order;
+  std::vector<error_code> codes(250);
+  for (int i = 0; i < 250; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(f.io, std::chrono::milliseconds(1 + i / 100)));
+    timers.back()->async_wait([&order, &codes, i](error_code ec) {
+      order.push_back(i);
+      codes[static_cast<std::size_t>(i)] = ec;
+    });
+  }
+  f.svc.advance(5ms);
+  f.io.restart();
+  BOOST_TEST(f.io.run_one() == 1u); // one step
+  BOOST_TEST(order.size() == 100u);
+  // The rest are still on the wheel's due list: a cancel in between reaches them, and
+  // its aborted completion leads the next step.
+  BOOST_TEST(timers[249]->cancel() == 1u);
+  f.io.run_one();
+  BOOST_TEST(order.size() == 200u);
+  BOOST_TEST(order[100] == 249);
+  f.poll();
+  BOOST_TEST(order.size() == 250u);
+  std::vector<int> expired;
+  for (int i : order)
+    if (i != 249) expired.push_back(i);
+  for (int i = 0; i < 249; ++i) BOOST_TEST(expired[static_cast<std::size_t>(i)] == i);
+  BOOST_TEST(codes[249] == aborted);
+  BOOST_TEST(!codes[248]);
+}
+
+BOOST_AUTO_TEST_CASE(stats_count_what_happened) {
+  fixture f;
+  asio_wheel::timer a(f.io, 1ms), b(f.io, 3ms), c(f.io, 1s);
+  a.async_wait([](error_code) {});
+  b.async_wait([](error_code) {});
+  c.async_wait([](error_code) {});
+  BOOST_TEST(f.svc.stats().pending == 3u);
+  f.advance(5ms);
+  c.cancel();
+  f.poll();
+  auto s = f.svc.stats();
+  BOOST_TEST(s.pending == 0u);
+  BOOST_TEST(s.expired == 2u);
+  BOOST_TEST(s.cancelled == 1u);
+  BOOST_TEST(s.wakeups == 0u); // manual mode has no driver
+  // a was due at 1 ms and handed over when virtual time reached 5 ms.
+  BOOST_TEST(s.max_lateness.count() == std::chrono::nanoseconds(4ms).count());
+}
+
+// ---- the steady driver ----
+
+BOOST_AUTO_TEST_CASE(steady_mode_never_fires_early_and_wakes_only_for_occupied_ticks) {
+  asio::io_context io;
+  auto& svc = asio::use_service<asio_wheel::wheel_service>(io);
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  int early = 0, fired = 0;
+  for (int i = 0; i < 20; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(io, std::chrono::milliseconds(2 + (i % 4))));
+    auto expiry = timers.back()->expiry();
+    timers.back()->async_wait([&, expiry](error_code ec) {
+      BOOST_TEST(!ec);
+      ++fired;
+      if (std::chrono::steady_clock::now() < expiry) ++early;
+    });
+  }
+  io.run();
+  BOOST_TEST(fired == 20);
+  BOOST_TEST(early == 0);
+  // Four distinct deadlines: at most one wake-up for each (plus one if the ticks of
+  // construction straddle a boundary).
+  BOOST_TEST(svc.stats().wakeups <= 5u);
+  BOOST_TEST(svc.stats().wakeups >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(steady_mode_does_not_wake_while_waits_are_far_away) {
+  asio::io_context io;
+  auto& svc = asio::use_service<asio_wheel::wheel_service>(io);
+  asio_wheel::timer t(io, 1h);
+  t.async_wait([](error_code) {});
+  io.run_for(30ms);
+  BOOST_TEST(svc.stats().wakeups == 0u);
+  BOOST_TEST(svc.stats().pending == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(single_threaded_concurrency_hint_works_without_a_lock) {
+  for (int hint : {1, BOOST_ASIO_CONCURRENCY_HINT_UNSAFE}) {
+    asio::io_context io(hint);
+    auto& svc = asio_wheel::install(io, manual());
+    asio_wheel::timer t(io, 1ms);
+    int calls = 0;
+    t.async_wait([&](error_code) { ++calls; });
+    svc.advance(1ms);
+    io.poll();
+    BOOST_TEST(calls == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reset_after_is_never_early_by_the_steady_clock) {
+  asio::io_context io;
+  asio_wheel::timer t(io);
+  for (int i = 0; i < 1000; ++i) {
+    const auto before = std::chrono::steady_clock::now();
+    t.reset_after(10ms);
+    BOOST_TEST((t.expiry() >= before + 10ms));
+  }
+}

@@ -1,0 +1,242 @@
+// The wheel alone: ticks in, due entries out. No clock, no Asio.
+#define BOOST_TEST_MODULE wheel
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel/detail/wheel.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <random>
+#include <vector>
+
+using asio_wheel::detail::never_tick;
+using asio_wheel::detail::tick_t;
+using asio_wheel::detail::wheel;
+using asio_wheel::detail::wheel_entry;
+
+namespace {
+
+struct node : wheel_entry {
+  int id = 0;
+};
+
+// Advances to `to` and returns the ids that came due, in order.
+std::vector<int> advance(wheel& w, tick_t to) {
+  w.advance_to(to);
+  std::vector<int> ids;
+  while (wheel_entry* e = w.pop_due()) ids.push_back(static_cast<node*>(e)->id);
+  return ids;
+}
+
+// Steps one tick at a time and records the tick at which each id came due.
+std::map<int, tick_t> run_ticks(wheel& w, tick_t until) {
+  std::map<int, tick_t> fired;
+  for (tick_t t = w.now() + 1; t <= until; ++t)
+    for (int id : advance(w, t)) fired[id] = t;
+  return fired;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(entry_fires_exactly_at_its_tick_on_every_level) {
+  // 16 slots, 3 levels: spans 16, 256, 4096 ticks; deadlines on each level, across
+  // rotations and past the top span (rounds).
+  wheel w(16, 3);
+  std::vector<tick_t> deadlines = {1, 2, 15, 16, 17, 31, 255, 256, 257, 4095, 4096, 4097, 10000, 65537};
+  std::vector<node> nodes(deadlines.size());
+  for (std::size_t i = 0; i < deadlines.size(); ++i) {
+    nodes[i].id = static_cast<int>(i);
+    w.insert(nodes[i], deadlines[i]);
+  }
+  auto fired = run_ticks(w, 70000);
+  BOOST_TEST(fired.size() == deadlines.size());
+  for (std::size_t i = 0; i < deadlines.size(); ++i)
+    BOOST_TEST(fired[static_cast<int>(i)] == deadlines[i]);
+  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+}
+
+BOOST_AUTO_TEST_CASE(single_level_is_a_netty_wheel_with_rounds) {
+  wheel w(8, 1);
+  std::vector<node> nodes(5);
+  std::vector<tick_t> deadlines = {3, 8, 11, 64, 1000};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = static_cast<int>(i);
+    w.insert(nodes[i], deadlines[i]);
+  }
+  auto fired = run_ticks(w, 1100);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    BOOST_TEST(fired[static_cast<int>(i)] == deadlines[i]);
+}
+
+BOOST_AUTO_TEST_CASE(jumping_far_ahead_fires_everything_in_deadline_order) {
+  wheel w(16, 2);
+  std::vector<node> nodes(6);
+  std::vector<tick_t> deadlines = {500, 3, 40, 17, 300, 9000};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = static_cast<int>(i);
+    w.insert(nodes[i], deadlines[i]);
+  }
+  BOOST_TEST(advance(w, 100000) == (std::vector<int>{1, 3, 2, 4, 0, 5}), boost::test_tools::per_element());
+  BOOST_TEST(w.now() == 100000u);
+}
+
+BOOST_AUTO_TEST_CASE(due_or_past_deadline_goes_to_the_due_list_not_a_processed_slot) {
+  // The classic wheel bug: an entry for "now" put in the slot just processed would
+  // wait a whole rotation.
+  wheel w(16, 1);
+  BOOST_TEST(advance(w, 5).empty());
+  node now_node, past_node;
+  now_node.id = 1;
+  past_node.id = 2;
+  w.insert(now_node, 5);
+  w.insert(past_node, 0);
+  BOOST_TEST(w.has_due());
+  BOOST_TEST(advance(w, 5) == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+  node next;
+  next.id = 3;
+  w.insert(next, 6);
+  BOOST_TEST(advance(w, 6) == std::vector<int>{3}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(next_slot_tick_skips_empty_ticks) {
+  wheel w(16, 3);
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+  node a;
+  w.insert(a, 7);
+  BOOST_TEST(w.next_slot_tick() == 7u);
+  node b;
+  w.insert(b, 300); // level 2 (256-wide slots): its slot starts at 256
+  w.remove(a);
+  BOOST_TEST(w.next_slot_tick() == 256u);
+  w.advance_to(256);
+  BOOST_TEST(!w.has_due());
+  BOOST_TEST(w.next_slot_tick() == 288u); // cascaded to level 1: slot [288, 304)
+  w.advance_to(288);
+  BOOST_TEST(w.next_slot_tick() == 300u);
+  BOOST_TEST(advance(w, 300).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(never_entries_cost_no_slot_and_can_be_rescheduled) {
+  wheel w(16, 2);
+  node n;
+  n.id = 9;
+  w.insert(n, never_tick);
+  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+  BOOST_TEST(advance(w, 1u << 20).empty());
+  w.reschedule(n, w.now() + 3);
+  BOOST_TEST(advance(w, w.now() + 3) == std::vector<int>{9}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(lazy_reset_to_later_fires_at_the_new_deadline_only) {
+  wheel w(16, 3);
+  node n;
+  n.id = 1;
+  w.insert(n, 20);
+  const auto where = n.where;
+  w.reschedule(n, 5000);
+  BOOST_TEST(n.where == where); // stayed in its slot: no relink
+  auto fired = run_ticks(w, 6000);
+  BOOST_TEST(fired.size() == 1u);
+  BOOST_TEST(fired[1] == 5000u);
+}
+
+BOOST_AUTO_TEST_CASE(reset_to_earlier_relinks) {
+  wheel w(16, 3);
+  node n;
+  n.id = 1;
+  w.insert(n, 4000);
+  w.reschedule(n, 30);
+  auto fired = run_ticks(w, 5000);
+  BOOST_TEST(fired[1] == 30u);
+}
+
+BOOST_AUTO_TEST_CASE(a_due_entry_reset_later_leaves_the_due_list) {
+  wheel w(16, 2);
+  node n;
+  n.id = 1;
+  w.insert(n, 3);
+  w.advance_to(3);
+  BOOST_TEST(n.is_due());
+  w.reschedule(n, 10);
+  BOOST_TEST(!w.has_due());
+  auto fired = run_ticks(w, 20);
+  BOOST_TEST(fired[1] == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(replace_takes_over_the_place) {
+  wheel w(16, 2);
+  node a, b;
+  a.id = 1;
+  b.id = 2;
+  w.insert(a, 50);
+  w.replace(a, b);
+  BOOST_TEST(!a.linked());
+  BOOST_TEST(b.linked());
+  auto fired = run_ticks(w, 60);
+  BOOST_TEST(fired.count(1) == 0u);
+  BOOST_TEST(fired[2] == 50u);
+}
+
+BOOST_AUTO_TEST_CASE(full_64_bit_geometry_works) {
+  // 2 slots x 64 levels and 65536 slots x 4 levels use every bit of the tick.
+  for (auto [slots, levels] : {std::pair<std::size_t, std::size_t>{2, 64}, {65536, 4}}) {
+    wheel w(slots, levels);
+    node a, b;
+    a.id = 1;
+    b.id = 2;
+    w.insert(a, 1000);
+    w.insert(b, tick_t{1} << 40);
+    BOOST_TEST(advance(w, 999).empty());
+    BOOST_TEST(advance(w, 1000) == std::vector<int>{1}, boost::test_tools::per_element());
+    BOOST_TEST(advance(w, (tick_t{1} << 40) - 1).empty());
+    BOOST_TEST(advance(w, tick_t{1} << 40) == std::vector<int>{2}, boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(randomized_against_a_sorted_model) {
+  // Random inserts, removes and reschedules on small wheels, so that rounds and
+  // cascades happen all the time; every entry must come due exactly at its deadline.
+  for (auto [slots, levels] : {std::pair<std::size_t, std::size_t>{4, 1}, {16, 1}, {4, 3}, {16, 2}, {8, 4}}) {
+    std::mt19937_64 rng(slots * 31 + levels);
+    wheel w(slots, levels);
+    std::vector<node> nodes(300);
+    std::map<int, tick_t> model; // id -> deadline of linked entries
+    for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].id = static_cast<int>(i);
+    for (int step = 0; step < 20000; ++step) {
+      node& n = nodes[rng() % nodes.size()];
+      const tick_t deadline = w.now() + rng() % 3000;
+      switch (rng() % 4) {
+      case 0:
+        if (!n.linked()) {
+          w.insert(n, deadline);
+          model[n.id] = deadline;
+        }
+        break;
+      case 1:
+        w.remove(n);
+        model.erase(n.id);
+        break;
+      case 2:
+        if (n.linked()) {
+          w.reschedule(n, deadline);
+          model[n.id] = deadline;
+        }
+        break;
+      default: {
+        const tick_t to = w.now() + rng() % 50;
+        w.advance_to(to);
+        while (wheel_entry* e = w.pop_due()) {
+          const int id = static_cast<node*>(e)->id;
+          BOOST_REQUIRE(model.count(id) == 1u);
+          BOOST_REQUIRE(model[id] <= to); // never early
+          model.erase(id);
+        }
+        for (auto& [id, d] : model) BOOST_REQUIRE(d > to); // never late
+      }
+      }
+    }
+  }
+}
