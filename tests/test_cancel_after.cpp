@@ -369,7 +369,7 @@ BOOST_AUTO_TEST_CASE(completion_races_the_deadline_across_threads) {
   net::local::connect_pair(a, b);
   std::array<char, 1> buf{};
   int aborted = 0, completed = 0;
-  constexpr int rounds = 400;
+  constexpr int rounds = 4000;
 
   for (int i = 0; i < rounds; ++i) {
     std::atomic<int> calls{0};
