@@ -1,0 +1,84 @@
+// asio_wheel_bench: the workloads W1..W9 of BENCHMARKS.md, asio_wheel::timer and
+// boost::asio::steady_timer side by side in one process.
+//
+// Rules every workload follows:
+//  - Random inputs come from fixed-seed generators and are made before the timed region.
+//  - The timed region holds all the work a user pays for: aborted handlers that a cancel
+//    posts are run inside it (the context is polled every 1024 ops and once at the end).
+//  - Every wait started is accounted for: at the end each workload cancels what is left,
+//    runs the context, and compares completions with starts. A shortfall is a lost
+//    handler; a success before the expiry is an early fire. Either makes the exit status 1.
+//  - Single-threaded io_context (concurrency hint 1) unless the workload says otherwise.
+#include "churn.hpp"
+#include "deadline.hpp"
+#include "fire.hpp"
+#include "memory.hpp"
+
+#include <boost/version.hpp>
+
+#include <filesystem>
+
+namespace bench {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+
+void print_preamble(bench_run& b) {
+  std::printf("# asio_wheel_bench (%s mode), Boost %d.%d.%d, %s\n",
+              b.cfg.quick ? "quick" : "full", BOOST_VERSION / 100000,
+              BOOST_VERSION / 100 % 1000, BOOST_VERSION % 100, __VERSION__);
+  {
+    std::ifstream cpu("/proc/cpuinfo");
+    for (std::string line; std::getline(cpu, line);)
+      if (line.rfind("model name", 0) == 0) {
+        std::printf("# cpu:%s, %u hardware threads\n", line.substr(line.find(':') + 1).c_str(),
+                    std::thread::hardware_concurrency());
+        break;
+      }
+  }
+  std::printf("# sizeof(asio_wheel::timer) = %zu bytes, sizeof(boost::asio::steady_timer) = %zu bytes\n",
+              sizeof(wheel_timer), sizeof(steady_timer));
+  std::printf("# reps=%d ops/rep=%zu; ns/op min and median; ratio = steady_timer/this (>1: faster)\n",
+              b.p.reps, b.p.ops);
+  row sw{"size", impl_wheel, "sizeof", 0, NAN, NAN, NAN, "bytes=" + std::to_string(sizeof(wheel_timer))};
+  row ss{"size", impl_steady, "sizeof", 0, NAN, NAN, NAN, "bytes=" + std::to_string(sizeof(steady_timer))};
+  b.out.print_header();
+  b.out.add_group({ss, sw});
+}
+
+} // namespace
+} // namespace bench
+
+int main(int argc, char** argv) {
+  using namespace bench;
+  int code = 0;
+  auto cfg = parse_args(argc, argv, code);
+  if (!cfg) return code;
+  bench_run b{*cfg, make_plan(*cfg), {}, {}};
+
+  print_preamble(b);
+  if (b.cfg.want("W1")) for (auto n : b.p.ns) w1_group(b, n);
+  if (b.cfg.want("W2")) for (auto n : b.p.ns) w2_group(b, n);
+  if (b.cfg.want("W3")) for (auto n : b.p.ns) w3_group(b, n);
+  if (b.cfg.want("W4")) w4_run(b);
+  if (b.cfg.want("W5")) w5_run(b);
+  if (b.cfg.want("W6")) w6_run(b);
+  if (b.cfg.want("W7")) w7_run(b);
+  if (b.cfg.want("W8")) for (auto n : b.p.ns) w8_group(b, n);
+  if (b.cfg.want("W9")) w9_run(b);
+
+  if (!b.cfg.csv.empty()) {
+    std::error_code ec;
+    auto dir = std::filesystem::path(b.cfg.csv).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (b.out.write_csv(b.cfg.csv)) std::printf("# csv: %s\n", b.cfg.csv.c_str());
+    else b.fail.add("cannot write " + b.cfg.csv);
+  }
+  if (!b.fail.list().empty()) {
+    std::printf("# %zu FAILURE(S):\n", b.fail.list().size());
+    for (auto& f : b.fail.list()) std::printf("#   %s\n", f.c_str());
+    return 1;
+  }
+  std::printf("# all completions accounted for; none early\n");
+  return 0;
+}

@@ -1,0 +1,285 @@
+// W1 churn, W2 idle reset, W7 scaling (W1/W2 over N) and W8 (W1 on two threads).
+#ifndef ASIO_WHEEL_BENCH_CHURN_HPP
+#define ASIO_WHEEL_BENCH_CHURN_HPP
+
+#include "bench_common.hpp"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+
+namespace bench {
+
+// ---------------------------------------------------------------------------------------
+// W1 churn: with N waits pending, start one more wait on a spare timer, cancel it, and run
+// its aborted handler.
+
+template <class Timer>
+row w1_one(bench_run& b, std::size_t n) {
+  const std::string what = std::string("W1 ") + impl_name<Timer>() + " N=" + fmt_n(n);
+  asio::io_context ctx(1);
+  counters c;
+  auto rng = make_rng("W1", n, 0);
+  std::vector<Timer> timers;
+  const duration offset = b.offset_for(n);
+  arm_pending(ctx, timers, random_durations(rng, n, 1s, 60s), offset, c);
+  Timer spare(ctx);
+  ctx.poll();  // anything that became due while arming runs outside the measurement
+
+  std::vector<double> samples;
+  std::uint64_t started = n, unrun = 0;
+  for (int r = b.first_rep(); r < b.p.reps; ++r) {  // r = -1: warm-up, not recorded
+    const std::size_t ops = ops_in_rep(b.p.ops, r);
+    auto d = random_durations(rng, ops, 1s, 60s);
+    const std::uint64_t aborted_before = c.aborted;
+    double ns = time_ns([&] {
+      for (std::size_t i = 0; i < ops; ++i) {
+        spare.expires_after(d[i] + offset);
+        spare.async_wait(count_handler{&c});
+        spare.cancel();
+        if ((i & 1023) == 1023) ctx.poll();
+      }
+      ctx.poll();
+    });
+    started += ops;
+    unrun += ops - std::min<std::uint64_t>(ops, c.aborted - aborted_before);
+    if (r >= 0) samples.push_back(ns / double(ops));
+  }
+  std::uint64_t fired = c.ok;
+  std::string note = settle(b, what, ctx, timers, c, started);
+  auto s = summarize(samples);
+  row r{"W1", impl_name<Timer>(), "cancel", n, s.min, s.median, NAN, ""};
+  r.extra = "fired_meanwhile=" + std::to_string(fired);
+  if (unrun) r.extra += ";aborted_run_after_timing=" + std::to_string(unrun);
+  r.extra += offset_note(offset) + note;
+  return r;
+}
+
+inline void w1_group(bench_run& b, std::size_t n) {
+  if (b.out.find("W1", impl_wheel, "cancel", n) || b.out.find("W1", impl_steady, "cancel", n))
+    return;  // already measured (W7 reuses W1)
+  std::vector<row> g;
+  if (b.cfg.want_steady() && b.cfg.want_variant("cancel")) g.push_back(w1_one<steady_timer>(b, n));
+  if (b.cfg.want_wheel() && b.cfg.want_variant("cancel")) g.push_back(w1_one<wheel_timer>(b, n));
+  b.out.add_group(std::move(g));
+}
+
+// ---------------------------------------------------------------------------------------
+// W2 idle reset: with N waits pending, push a random pending timer's deadline to
+// now + random. steady_timer and the drop-in path: expires_after + async_wait (the old
+// wait completes with operation_aborted). asio_wheel's own path: reset_after.
+
+enum class w2_path { drop_in, reset_after };
+
+template <class Timer, w2_path Path>
+row w2_one(bench_run& b, std::size_t n) {
+  const char* variant = Path == w2_path::reset_after ? "reset_after"
+                        : is_wheel<Timer>           ? "drop_in"
+                                                    : "expires_after";
+  const std::string what = std::string("W2 ") + impl_name<Timer>() + " " + variant +
+                           " N=" + fmt_n(n);
+  asio::io_context ctx(1);
+  counters c;
+  auto rng = make_rng("W2", n, 0);
+  std::vector<Timer> timers;
+  const duration offset = b.offset_for(n);
+  arm_pending(ctx, timers, random_durations(rng, n, 1s, 60s), offset, c);
+  ctx.poll();
+
+  std::vector<double> samples;
+  std::uint64_t started = n;
+  for (int r = b.first_rep(); r < b.p.reps; ++r) {  // r = -1: warm-up, not recorded
+    const std::size_t ops = ops_in_rep(b.p.ops, r);
+    auto d = random_durations(rng, ops, 1s, 60s);
+    auto idx = random_indices(rng, ops, n);
+    double ns = time_ns([&] {
+      for (std::size_t i = 0; i < ops; ++i) {
+        Timer& t = timers[idx[i]];
+        if constexpr (Path == w2_path::reset_after) {
+          t.reset_after(d[i] + offset);
+        } else {
+          t.expires_after(d[i] + offset);
+          t.async_wait(count_handler{&c});
+        }
+        if ((i & 1023) == 1023) ctx.poll();
+      }
+      ctx.poll();
+    });
+    if (Path == w2_path::drop_in) started += ops;
+    if (r >= 0) samples.push_back(ns / double(ops));
+  }
+  std::uint64_t fired = c.ok;
+  std::string note = settle(b, what, ctx, timers, c, started);
+  auto s = summarize(samples);
+  row r{"W2", impl_name<Timer>(), variant, n, s.min, s.median, NAN, ""};
+  r.extra = "fired_meanwhile=" + std::to_string(fired) + offset_note(offset) + note;
+  return r;
+}
+
+inline void w2_group(bench_run& b, std::size_t n) {
+  if (b.out.find("W2", impl_steady, "expires_after", n) ||
+      b.out.find("W2", impl_wheel, "reset_after", n))
+    return;
+  std::vector<row> g;
+  if (b.cfg.want_steady() && b.cfg.want_variant("expires_after"))
+    g.push_back(w2_one<steady_timer, w2_path::drop_in>(b, n));
+  if (b.cfg.want_wheel() && b.cfg.want_variant("reset_after"))
+    g.push_back(w2_one<wheel_timer, w2_path::reset_after>(b, n));
+  if (b.cfg.want_wheel() && b.cfg.want_variant("drop_in"))
+    g.push_back(w2_one<wheel_timer, w2_path::drop_in>(b, n));
+  b.out.add_group(std::move(g));
+}
+
+// ---------------------------------------------------------------------------------------
+// W7 scaling: W1 and W2 medians at the larger N over the smallest N.
+
+inline void w7_run(bench_run& b) {
+  const auto& ns = b.p.w7_ns;
+  for (std::size_t n : ns) {
+    w1_group(b, n);
+    w2_group(b, n);
+  }
+  struct series { const char* w; const char* impl; const char* variant; };
+  const series all[] = {{"W1", impl_steady, "cancel"},       {"W1", impl_wheel, "cancel"},
+                        {"W2", impl_steady, "expires_after"}, {"W2", impl_wheel, "reset_after"},
+                        {"W2", impl_wheel, "drop_in"}};
+  std::vector<row> g;
+  for (auto& s : all) {
+    const row* base = b.out.find(s.w, s.impl, s.variant, ns.front());
+    if (!base) continue;
+    for (std::size_t i = 1; i < ns.size(); ++i) {
+      const row* r = b.out.find(s.w, s.impl, s.variant, ns[i]);
+      if (!r) continue;
+      row out{"W7", s.impl, std::string(s.w) + ":" + s.variant, ns[i], r->min_ns, r->median_ns,
+              NAN, ""};
+      out.extra = "growth_vs_" + fmt_n(ns.front()) + "=" +
+                  fmt("%.2f", r->median_ns / base->median_ns) + "x";
+      g.push_back(out);
+    }
+  }
+  // Ratio here: steady_timer's growth over this row's growth (same workload and N).
+  auto growth = [&](const row& r) {
+    const row* base = b.out.find(r.variant.substr(0, 2), r.impl, r.variant.substr(3), ns.front());
+    return r.median_ns / base->median_ns;
+  };
+  for (auto& r : g)
+    for (auto& s : g)
+      if (s.impl == impl_steady && s.n == r.n && s.variant.substr(0, 2) == r.variant.substr(0, 2))
+        r.ratio = growth(s) / growth(r);
+  b.out.add_group(std::move(g));
+}
+
+// ---------------------------------------------------------------------------------------
+// W8 two threads: W1 with the io_context run (polled) by two threads; each thread churns
+// its own spare timer with N/2 waits of its own pending, and either thread may run any
+// aborted handler.
+
+struct alignas(64) atomic_counters {
+  std::atomic<std::uint64_t> ok{0}, aborted{0}, other{0};
+  std::uint64_t total() const { return ok + aborted + other; }
+};
+
+struct atomic_count_handler {
+  atomic_counters* c;
+  void operator()(const error_code& ec) const {
+    if (!ec) c->ok.fetch_add(1, std::memory_order_relaxed);
+    else if (ec == asio::error::operation_aborted) c->aborted.fetch_add(1, std::memory_order_relaxed);
+    else c->other.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+template <class Timer>
+row w8_one(bench_run& b, std::size_t n) {
+  const std::string what = std::string("W8 ") + impl_name<Timer>() + " N=" + fmt_n(n);
+  constexpr int threads = 2;
+  asio::io_context ctx(threads);
+  atomic_counters c[threads];
+  std::vector<Timer> timers[threads];
+  std::optional<Timer> spare[threads];
+  const duration offset = b.offset_for(n);
+  for (int k = 0; k < threads; ++k) {
+    auto rng = make_rng("W8", n, std::size_t(k));
+    auto d = random_durations(rng, n / threads, 1s, 60s);
+    timers[k].reserve(d.size());
+    for (auto& x : d) {
+      timers[k].emplace_back(ctx);
+      timers[k].back().expires_after(x + offset);
+      timers[k].back().async_wait(atomic_count_handler{&c[k]});
+    }
+    spare[k].emplace(ctx);
+  }
+  ctx.poll();
+
+  std::vector<double> samples;
+  std::uint64_t started = (n / threads) * threads;
+  for (int r = b.first_rep(); r < b.p.reps; ++r) {  // r = -1: warm-up, not recorded
+    const std::size_t ops_per_thread = ops_in_rep(b.p.ops, r) / threads;
+    std::vector<duration> d[threads];
+    for (int k = 0; k < threads; ++k) {
+      auto rng = make_rng("W8", n, std::size_t(100 + r * threads + k));
+      d[k] = random_durations(rng, ops_per_thread, 1s, 60s);
+    }
+    std::atomic<bool> go{false};
+    std::vector<std::thread> workers;
+    for (int k = 0; k < threads; ++k)
+      workers.emplace_back([&, k] {
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        Timer& t = *spare[k];
+        for (std::size_t i = 0; i < ops_per_thread; ++i) {
+          t.expires_after(d[k][i] + offset);
+          t.async_wait(atomic_count_handler{&c[k]});
+          t.cancel();
+          if ((i & 1023) == 1023) ctx.poll();
+        }
+        ctx.poll();
+      });
+    started += ops_per_thread * threads;
+    double ns = time_ns([&] {
+      go.store(true, std::memory_order_release);
+      for (auto& w : workers) w.join();
+      ctx.poll();  // whatever the last cancels posted after the other thread's last poll
+    });
+    if (r >= 0) samples.push_back(ns / double(ops_per_thread * threads));
+  }
+
+  std::uint64_t fired = 0;
+  for (auto& x : c) fired += x.ok;
+  for (int k = 0; k < threads; ++k) {
+    spare[k].reset();
+    for (auto& t : timers[k]) t.cancel();
+  }
+  auto total = [&] { return c[0].total() + c[1].total(); };
+  for (int idle = 0; total() < started && idle < 100;) {
+    if (ctx.stopped()) ctx.restart();
+    if (ctx.poll() == 0) { ++idle; std::this_thread::sleep_for(1ms); }
+  }
+  for (auto& v : timers) v.clear();
+  if (ctx.stopped()) ctx.restart();
+  ctx.poll();
+  row out{"W8", impl_name<Timer>(), "2_threads", n, NAN, NAN, NAN, ""};
+  auto s = summarize(samples);
+  out.min_ns = s.min;
+  out.median_ns = s.median;
+  out.extra = "Mops_per_s=" + fmt("%.2f", 1e3 / s.median) +
+              ";fired_meanwhile=" + std::to_string(fired) +
+              ";completions=" + std::to_string(total()) + "/" + std::to_string(started) +
+              offset_note(offset);
+  if (total() != started) {
+    b.fail.add(what + ": " + std::to_string(total()) + " completions for " +
+               std::to_string(started) + " waits");
+    out.extra += ";LOST";
+  }
+  if (c[0].other + c[1].other) b.fail.add(what + ": unexpected errors");
+  return out;
+}
+
+inline void w8_group(bench_run& b, std::size_t n) {
+  std::vector<row> g;
+  if (b.cfg.want_steady()) g.push_back(w8_one<steady_timer>(b, n));
+  if (b.cfg.want_wheel()) g.push_back(w8_one<wheel_timer>(b, n));
+  b.out.add_group(std::move(g));
+}
+
+} // namespace bench
+
+#endif

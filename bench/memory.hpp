@@ -1,0 +1,111 @@
+// W4 memory: resident bytes per pending wait, each implementation in a forked child.
+#ifndef ASIO_WHEEL_BENCH_MEMORY_HPP
+#define ASIO_WHEEL_BENCH_MEMORY_HPP
+
+#include "bench_common.hpp"
+
+#include <optional>
+
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace bench {
+
+// ---------------------------------------------------------------------------------------
+// W4 memory: RSS growth per pending wait (timer object + one wait) at N. Each
+// implementation is measured in its own forked child, after malloc_trim, so neither
+// reuses memory the other (or an earlier workload) freed.
+
+struct w4_result {
+  double bytes_per_wait = 0;
+  std::uint64_t lost = 0;
+  std::uint64_t extra = 0;
+};
+
+template <class Timer>
+w4_result w4_child(std::size_t n) {
+  auto rng = make_rng("W4", n, 0);
+  auto d = random_durations(rng, n, 1s, 60s);
+  malloc_trim(0);
+  const std::size_t rss0 = rss_bytes();
+  w4_result res;
+  {
+    asio::io_context ctx(1);
+    counters c;
+    std::vector<Timer> timers;
+    arm_pending(ctx, timers, d, 0s, c);
+    res.bytes_per_wait = double(rss_bytes() - rss0) / double(n);
+    for (auto& t : timers) t.cancel();
+    drain(ctx, c, n);
+    res.lost = n - std::min<std::uint64_t>(n, c.aborted);
+    res.extra = c.total() > n ? c.total() - n : 0;
+  }
+  return res;
+}
+
+template <class Timer>
+std::optional<w4_result> w4_measure(std::size_t n) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return std::nullopt;
+  if (pid == 0) {
+    close(fds[0]);
+    w4_result r = w4_child<Timer>(n);
+    ssize_t w = write(fds[1], &r, sizeof r);
+    _exit(w == ssize_t(sizeof r) ? 0 : 1);
+  }
+  close(fds[1]);
+  w4_result r;
+  std::size_t got = 0;
+  while (got < sizeof r) {
+    ssize_t k = read(fds[0], reinterpret_cast<char*>(&r) + got, sizeof r - got);
+    if (k <= 0) break;
+    got += std::size_t(k);
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got != sizeof r || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return r;
+}
+
+inline void w4_run(bench_run& b) {
+  const std::size_t n = b.p.w4_n;
+  std::vector<row> g;
+  double steady_bytes = NAN;
+  auto one = [&](auto tag) {
+    using Timer = typename decltype(tag)::type;
+    const std::string what = std::string("W4 ") + impl_name<Timer>() + " N=" + fmt_n(n);
+    row r{"W4", impl_name<Timer>(), "rss", n, NAN, NAN, NAN, ""};
+    auto res = w4_measure<Timer>(n);
+    if (!res) {
+      b.fail.add(what + ": the measuring child failed");
+      r.extra = "FAILED";
+    } else {
+      if (res->lost) b.fail.add(what + ": lost " + std::to_string(res->lost) + " handlers");
+      if (res->extra) b.fail.add(what + ": " + std::to_string(res->extra) + " handlers too many");
+      r.extra = "bytes_per_wait=" + fmt("%.1f", res->bytes_per_wait) +
+                ";sizeof_timer=" + std::to_string(sizeof(Timer));
+      if (res->lost) r.extra += ";LOST=" + std::to_string(res->lost);
+      if (is_wheel<Timer> && !std::isnan(steady_bytes)) {
+        r.ratio = steady_bytes / res->bytes_per_wait;
+        r.extra += ";x_of_steady=" + fmt("%.2f", res->bytes_per_wait / steady_bytes);
+      }
+      if (!is_wheel<Timer>) steady_bytes = res->bytes_per_wait;
+    }
+    g.push_back(r);
+  };
+  // steady_timer first only so that the wheel row can quote the ratio; the children are
+  // independent, so the order does not affect either figure.
+  if (b.cfg.want_steady()) one(std::type_identity<steady_timer>{});
+  if (b.cfg.want_wheel()) one(std::type_identity<wheel_timer>{});
+  b.out.add_group(std::move(g));
+}
+
+} // namespace bench
+
+#endif
