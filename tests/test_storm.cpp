@@ -1,0 +1,211 @@
+// Expiry storm: a million waits due in the same tick while a socket echo runs on the
+// same io_context. With expiry_batch = B the service completes at most B waits per
+// step and re-posts itself, so the echo's handlers run between batches: checked
+// deterministically from the sequence of handler kinds (no clock, no timing): every
+// maximal run of consecutive expiry handlers is at most B long, i.e. at least one echo
+// handler ran between any two batches. Also checked: the count is exact and expiry
+// order (here: the order of the waits, all due at one tick) is kept. expiry_batch = 0
+// completes the whole storm in one step.
+#define BOOST_TEST_MODULE storm
+#include <boost/test/unit_test.hpp>
+
+#include <asio_wheel.hpp>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/connect_pair.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using boost::system::error_code;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STORM_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STORM_SANITIZED 1
+#endif
+#endif
+#ifndef STORM_SANITIZED
+#define STORM_SANITIZED 0
+#endif
+
+namespace {
+
+// 1M waits in a normal build; 200k under sanitizers (ASan's shadow and quarantine
+// multiply the memory of a million timers and operations).
+constexpr std::size_t storm_size = STORM_SANITIZED ? 200'000 : 1'000'000;
+
+using io_timer = asio_wheel::basic_timer<asio::io_context::executor_type>;
+
+// The sequence of handler kinds, folded as it happens: runs of expiry handlers.
+struct trace {
+  std::size_t fired = 0;          // expiry handlers so far
+  std::size_t next_expected = 0;  // expiry order: waits complete in index order
+  std::size_t out_of_order = 0;
+  std::size_t errors = 0;
+  std::size_t run = 0;            // expiry handlers since the last echo handler
+  std::size_t max_run = 0;
+  std::size_t runs = 0;           // maximal runs of expiry handlers
+  std::size_t echo = 0;           // echo handlers so far
+  std::size_t echo_during_storm = 0; // echo handlers between the first and last expiry
+  std::size_t min_echo_between = SIZE_MAX; // fewest echo handlers between two runs
+  std::size_t echo_since_run = 0;
+
+  void on_expiry(std::size_t index, const error_code& ec) {
+    if (ec) ++errors;
+    if (index != next_expected) ++out_of_order;
+    next_expected = index + 1;
+    if (run == 0) {
+      if (runs > 0 && echo_since_run < min_echo_between) min_echo_between = echo_since_run;
+      ++runs;
+    }
+    ++run;
+    if (run > max_run) max_run = run;
+    ++fired;
+  }
+  void on_echo() {
+    ++echo;
+    if (fired > 0 && fired < storm_size) ++echo_during_storm;
+    if (run != 0) {
+      run = 0;
+      echo_since_run = 0;
+    }
+    ++echo_since_run;
+  }
+};
+
+// Two peers of a socket pair, each reading one byte and writing it back, forever:
+// two bytes in flight, so some echo handler is ready whenever the reactor is polled.
+class echo {
+public:
+  echo(asio::io_context& io, trace& t) : a_(io), b_(io), trace_(t) {
+    asio::local::connect_pair(a_, b_);
+  }
+  void start() {
+    serve(a_, buf_a_);
+    serve(b_, buf_b_);
+    send(a_, buf_a_);
+    send(b_, buf_b_);
+  }
+  void stop() {
+    stopped_ = true;
+    error_code ignored;
+    a_.close(ignored);
+    b_.close(ignored);
+  }
+
+private:
+  using socket = asio::local::stream_protocol::socket;
+  void serve(socket& s, std::array<char, 1>& buf) {
+    asio::async_read(s, asio::buffer(buf), [this, &s, &buf](error_code ec, std::size_t) {
+      if (ec || stopped_) return;
+      trace_.on_echo();
+      send(s, buf);
+      serve(s, buf);
+    });
+  }
+  void send(socket& s, std::array<char, 1>& buf) {
+    asio::async_write(s, asio::buffer(buf), [this](error_code ec, std::size_t) {
+      if (ec || stopped_) return;
+      trace_.on_echo();
+    });
+  }
+  socket a_, b_;
+  std::array<char, 1> buf_a_{{'a'}}, buf_b_{{'b'}};
+  trace& trace_;
+  bool stopped_ = false;
+};
+
+struct storm_result {
+  trace t;
+  asio_wheel::wheel_stats stats;
+};
+
+storm_result run_storm(std::size_t batch, std::size_t n) {
+  asio::io_context io(1);
+  asio_wheel::wheel_options o;
+  o.clock = asio_wheel::clock_mode::manual;
+  o.expiry_batch = batch;
+  auto& svc = asio_wheel::install(io, o);
+
+  storm_result r;
+  trace& t = r.t;
+  echo e(io, t);
+  {
+    std::vector<io_timer> timers;
+    timers.reserve(n);
+    const auto due = svc.now() + 10ms; // one tick for all
+    for (std::size_t i = 0; i < n; ++i) {
+      timers.emplace_back(io.get_executor(), due);
+      timers.back().async_wait([&t, i](error_code ec) { t.on_expiry(i, ec); });
+    }
+    e.start();
+    // Let the echo get going before the storm.
+    for (int k = 0; k < 100; ++k) io.run_one();
+    BOOST_TEST(t.echo > 0u);
+    BOOST_TEST(t.fired == 0u);
+
+    svc.advance(10ms); // past the tick: every wait is due, none has run yet
+    BOOST_TEST(t.fired == 0u);
+    while (t.fired < n && io.run_one() != 0) {
+    }
+    r.stats = svc.stats();
+  } // timers destroyed: no wait left
+  e.stop();
+  io.restart();
+  io.poll();
+  return r;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(batches_interleave_with_echo) {
+  constexpr std::size_t batch = 1024;
+  const auto r = run_storm(batch, storm_size);
+  const trace& t = r.t;
+  BOOST_TEST_MESSAGE("storm of " << storm_size << ": " << t.runs << " expiry runs, longest "
+                                 << t.max_run << ", " << t.echo_during_storm
+                                 << " echo handlers during the storm, fewest between two runs "
+                                 << t.min_echo_between);
+  BOOST_TEST(t.fired == storm_size);         // exact count
+  BOOST_TEST(t.errors == 0u);
+  BOOST_TEST(t.out_of_order == 0u);          // expiry order kept
+  BOOST_TEST(t.max_run <= batch);            // echo served between any two batches
+  BOOST_TEST(t.runs >= (storm_size + batch - 1) / batch);
+  BOOST_TEST(t.min_echo_between >= 1u);
+  BOOST_TEST(r.stats.expired == storm_size);
+  BOOST_TEST(r.stats.pending == 0u);
+  BOOST_TEST(r.stats.cancelled == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(small_batches_interleave_too) {
+  // A batch size that does not divide the storm, and many more steps.
+  constexpr std::size_t batch = 7;
+  const std::size_t n = storm_size / 20;
+  const auto r = run_storm(batch, n);
+  BOOST_TEST(r.t.fired == n);
+  BOOST_TEST(r.t.out_of_order == 0u);
+  BOOST_TEST(r.t.max_run <= batch);
+  BOOST_TEST(r.t.runs >= (n + batch - 1) / batch);
+}
+
+BOOST_AUTO_TEST_CASE(unlimited_batch_runs_all_in_one_step) {
+  const std::size_t n = storm_size / 4;
+  const auto r = run_storm(0, n);
+  BOOST_TEST(r.t.fired == n);
+  BOOST_TEST(r.t.out_of_order == 0u);
+  BOOST_TEST(r.t.runs == 1u);        // no echo handler in between: one step
+  BOOST_TEST(r.t.max_run == n);
+  BOOST_TEST(r.stats.expired == n);
+}
