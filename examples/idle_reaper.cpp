@@ -454,6 +454,8 @@ class load {
       });
     }
 
+    // Keeps the socket open (in CLOSE_WAIT) until the end of the test: that holds on to
+    // the client's port, so no later client can get it, and a port names one client.
     void on_lost(boost::system::error_code ec) {
       if (!owner.stopping_) {
         lost = true;
@@ -466,7 +468,6 @@ class load {
           ++owner.idle_closed_seen_;
         }
       }
-      close();
     }
   };
 
@@ -571,6 +572,11 @@ bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server
   std::size_t idle_total = 0, idle_reaped_ok = 0, idle_late = 0, idle_missed = 0,
               idle_not_due = 0, chatty_total = 0, chatty_reaped = 0;
   std::vector<duration> over;  // reap latency minus idle timeout, for the reaped idle ones
+  std::unordered_map<unsigned short, std::size_t> port_users;
+  for (auto& c : ld.clients())
+    if (c->connected) ++port_users[c->local_port];
+  std::size_t shared_ports = 0;  // would make the by-port accounting wrong
+  for (auto& [port, n] : port_users) shared_ports += n > 1;
   for (auto& c : ld.clients()) {
     if (!c->connected) continue;
     auto it = reaps.find(c->local_port);
@@ -631,6 +637,7 @@ bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server
   };
   check(ld.connect_failures() == 0 && ld.connected() == cfg.connections,
         "all clients connected");
+  check(shared_ports == 0, "every client had its own port (reap accounting is by port)");
   check(idle_total == 0 || (idle_late == 0 && idle_missed == 0),
         "every idle client was reaped within idle timeout + tick + allowance");
   check(idle_total == 0 || idle_reaped_ok > 0, "at least one idle client was checked");
