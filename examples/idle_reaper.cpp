@@ -17,9 +17,10 @@
 // (with jitter) and check the echo; the others send one message and then go idle. At the
 // end every idle client must have been reaped within idle_timeout + tick + allowance,
 // measured on the server from its last activity to the close, and no chatty client may
-// have been reaped. The allowance (--allowance, default 100 ms; 250 ms with --quick) is scheduling slack:
-// the single thread that runs the timers also runs thousands of sockets, and an expiry
-// storm is delivered in batches of wheel_options::expiry_batch.
+// have been reaped. The allowance (--allowance, default 100 ms; 250 ms with --quick) is
+// scheduling slack: the single thread that runs the timers also runs thousands of
+// sockets, an expiry storm is delivered in batches of wheel_options::expiry_batch, and
+// a busy machine can deschedule the whole process.
 
 #include <asio_wheel.hpp>
 
