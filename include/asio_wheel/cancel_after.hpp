@@ -27,7 +27,7 @@
 #define ASIO_WHEEL_CANCEL_AFTER_HPP
 
 #include <asio_wheel/detail/deadline_state.hpp>
-#include <asio_wheel/detail/wait_handler.hpp>
+#include <asio_wheel/detail/handler_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
 #include <boost/asio/any_io_executor.hpp>

@@ -23,7 +23,7 @@
 #ifndef ASIO_WHEEL_TIMER_HPP
 #define ASIO_WHEEL_TIMER_HPP
 
-#include <asio_wheel/detail/wait_handler.hpp>
+#include <asio_wheel/detail/handler_op.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
@@ -169,8 +169,8 @@ private:
     template <class WaitHandler>
     void operator()(WaitHandler&& handler) const {
       wheel_service& svc = *self_->service_;
-      detail::wait_op* op = detail::make_wait_op(std::forward<WaitHandler>(handler), svc,
-                                                 self_->entry_, self_->executor_);
+      detail::wait_op* op = detail::make_handler_op<detail::plain_wait_op>(
+          std::forward<WaitHandler>(handler), svc, self_->entry_, self_->executor_);
       svc.start_wait(self_->entry_, op);
     }
 

@@ -19,7 +19,7 @@
 #ifndef ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 
-#include <asio_wheel/detail/wait_handler.hpp>
+#include <asio_wheel/detail/handler_op.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 

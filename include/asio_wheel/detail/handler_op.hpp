@@ -1,30 +1,37 @@
-// An operation whose handler takes values after the error_code: the generalisation of
-// wait_handler.hpp for signatures void(error_code, Values...).
+// The operation that carries a user's completion handler, for signatures
+// void(error_code, Values...): a timer's wait (no values), a periodic tick (the missed
+// count), a delay-queue take (the element).
 //
 // `Base` says what the operation carries. It derives from wait_op, is constructible
 // from a wait_op::func_type, and has `take_values()` returning a std::tuple of the
-// values to pass after the error_code (the periodic timer's missed count, a delay
-// queue's element). The owner fills them in under the service lock before handing the
-// operation over; take_values() is called once, on completion, outside the lock.
+// values to pass after the error_code. The owner fills them in under the service lock
+// before handing the operation over; take_values() is called once, on completion,
+// outside the lock.
 //
-// Everything else follows wait_handler.hpp: memory from the handler's associated
-// allocator (recycling by default), freed before the upcall; inline upcall when the
-// handler's executor is the wheel context's plain executor, else dispatch to it with
-// outstanding work tracked until then; per-operation cancellation through the owning
-// wait_entry.
+// Memory comes from the handler's associated allocator (Asio's recycling allocator
+// when it has none) and is given back before the upcall, so the handler can start the
+// next operation with the same block. Delivery follows Asio's rules: a handler whose
+// associated executor is the plain executor of the wheel's io_context is invoked
+// directly by the service's step, which already runs on that context; any other
+// (a strand, another context) gets the handler through boost::asio::dispatch, with
+// outstanding work tracked on it until then.
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 
-#include <asio_wheel/detail/wait_handler.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/recycling_allocator.hpp>
 
 #include <memory>
 #include <tuple>
@@ -32,6 +39,47 @@
 #include <utility>
 
 namespace asio_wheel::detail {
+
+// True when `ex` is the plain executor of the io_context that `svc` belongs to: then a
+// handler may run inline in the service's step, as Asio runs such handlers inline.
+template <class Executor>
+bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
+  using plain = boost::asio::io_context::executor_type;
+  if constexpr (std::is_same_v<Executor, plain>) {
+    return &ex.context() == &svc.context();
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    const plain* p = ex.template target<plain>();
+    return p != nullptr && &p->context() == &svc.context();
+  } else {
+    return false;
+  }
+}
+
+// The allocator an operation's memory comes from.
+template <class Handler>
+auto op_allocator(const Handler& h) {
+  return boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>());
+}
+
+// Per-operation cancellation: reaches the wait through its entry, comparing pointers
+// only, so an emission after completion is a harmless no-op while the timer lives.
+struct op_cancellation {
+  wheel_service* service;
+  wait_entry* entry;
+  wait_op* op;
+  void operator()(boost::asio::cancellation_type type) const {
+    using ct = boost::asio::cancellation_type;
+    if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
+      service->cancel_op(*entry, op);
+  }
+};
+
+// A timer's wait: the handler gets the error_code alone.
+class plain_wait_op : public wait_op {
+public:
+  explicit plain_wait_op(func_type f) noexcept : wait_op(f) {}
+  std::tuple<> take_values() noexcept { return {}; }
+};
 
 template <class Base, class Handler, class WorkExecutor>
 class handler_op final : public Base {
@@ -86,15 +134,14 @@ private:
     Handler handler(std::move(self->handler_));
     work_type work(std::move(self->work_));
     const boost::system::error_code ec = to_error_code(self->result());
-    auto alloc = rebind_alloc(op_allocator(handler));
-    if (a != action::complete) {
+    auto release = [self, &handler] {
+      auto alloc = rebind_alloc(op_allocator(handler));
       self->~handler_op();
       std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
-      return;
-    }
+    };
+    if (a != action::complete) return release();
     auto values = self->take_values();
-    self->~handler_op();
-    std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
+    release();
     std::apply(
         [&](auto&&... v) {
           if constexpr (std::is_void_v<WorkExecutor>) {

@@ -3,7 +3,7 @@
 //
 // Operations are type-erased by one function pointer, as Asio's scheduler_operation:
 // no virtual table, no std::function. The handler lives in the derived object,
-// allocated through the handler's associated allocator (see wait_handler.hpp).
+// allocated through the handler's associated allocator (see handler_op.hpp).
 #ifndef ASIO_WHEEL_DETAIL_WAIT_OP_HPP
 #define ASIO_WHEEL_DETAIL_WAIT_OP_HPP
 
