@@ -247,7 +247,8 @@ class game {
     if (s.cooling) {
       auto left = std::chrono::duration_cast<milliseconds>(s.timer.expiry() - wheel_.now());
       // Rounded up to a tenth: never claim it is ready sooner than it is.
-      double shown = std::ceil(static_cast<double>(std::max<long long>(left.count(), 0)) / 100.0) / 10.0;
+      auto ms = static_cast<double>(std::max<long long>(left.count(), 0));
+      double shown = std::ceil(ms / 100.0) / 10.0;
       say("%c on cooldown: %.1fs left", s.key, shown);
       return;
     }
