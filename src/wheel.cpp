@@ -74,9 +74,11 @@ void wheel::remove(wheel_entry& e) noexcept {
 }
 
 void wheel::reschedule(wheel_entry& e, tick_t deadline) {
-  // Lazy rule: a slot comes due no later than the deadline it was chosen for, so an
-  // entry may stay in it for any later deadline and be re-placed when it comes up.
-  if (e.where < slots_ * levels_ && deadline >= e.deadline && deadline != never_tick) {
+  // Lazy rule: an entry may stay in any slot that comes due no later than its
+  // deadline; it is re-placed when the slot comes up. That holds for every later
+  // deadline, and for earlier ones down to the slot's start.
+  if (e.where < slots_ * levels_ && deadline != never_tick &&
+      deadline >= slot_due(e.where / slots_, e.where % slots_)) {
     e.deadline = deadline;
     return;
   }
@@ -108,26 +110,27 @@ std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noex
   }
 }
 
+tick_t wheel::slot_due(std::size_t level, std::size_t slot) const noexcept {
+  const unsigned low = static_cast<unsigned>(level) * shift_;
+  const unsigned high = low + shift_;
+  const std::size_t current = (now_ >> low) & (slots_ - 1);
+  const tick_t base = high_part(now_, high);
+  // Below the top, occupied slots always lie ahead of the current digit in the
+  // current rotation: an entry is placed where its deadline differs from now.
+  if (slot > current) return base | (tick_t{slot} << low);
+  // The top level wraps: a slot at or behind the current digit holds entries a later
+  // round away, and comes due in the next rotation.
+  if (level + 1 == levels_ && high < 64) return base + (tick_t{1} << high) + (tick_t{slot} << low);
+  return never_tick;
+}
+
 tick_t wheel::next_slot_tick() const noexcept {
   tick_t best = never_tick;
   for (std::size_t level = 0; level < levels_; ++level) {
-    const unsigned low = static_cast<unsigned>(level) * shift_;
-    const unsigned high = low + shift_;
-    const std::size_t current = (now_ >> low) & (slots_ - 1);
-    const tick_t base = high_part(now_, high);
-    // Below the top, occupied slots always lie ahead of the current digit in the
-    // current rotation: an entry is placed where its deadline differs from now.
+    const std::size_t current = (now_ >> (level * shift_)) & (slots_ - 1);
     std::size_t slot = find_occupied(level, current + 1);
-    tick_t due = never_tick;
-    if (slot < slots_) {
-      due = base | (tick_t{slot} << low);
-    } else if (level + 1 == levels_ && high < 64) {
-      // The top level wraps: a slot at or behind the current digit holds entries a
-      // later round away, and comes due in the next rotation.
-      slot = find_occupied(level, 0);
-      if (slot < slots_) due = base + (tick_t{1} << high) + (tick_t{slot} << low);
-    }
-    if (due < best) best = due;
+    if (slot == slots_ && level + 1 == levels_) slot = find_occupied(level, 0);
+    if (slot < slots_) best = std::min(best, slot_due(level, slot));
   }
   return best;
 }

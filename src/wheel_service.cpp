@@ -182,13 +182,21 @@ void wheel_service::schedule_entry_locked(detail::service_entry& e, tick_t k) {
     arm_locked();
 }
 
-void wheel_service::unschedule_locked(detail::service_entry& e) noexcept {
+void wheel_service::unschedule_locked(detail::service_entry& e) {
   wheel_.remove(e);
   // The driver stays armed for a slot that may now be empty; it then wakes once for
-  // nothing. Only an empty wheel disarms at once, so that run() can return.
-  if (armed_ != never_tick && wheel_.slotted() == 0) {
-    armed_ = never_tick;
-    if (driver_) driver_->cancel();
+  // nothing. An empty wheel disarms it so that run() can return, but only after the
+  // handlers queued now have run: a request loop that removes its deadline and adds
+  // the next one (cancel_after) would otherwise re-arm the timerfd on every request.
+  if (armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_) {
+    disarm_posted_ = true;
+    boost::asio::post(executor_, [this] {
+      auto guard = lock();
+      disarm_posted_ = false;
+      if (shutdown_ || armed_ == never_tick || wheel_.slotted() != 0) return;
+      armed_ = never_tick;
+      if (driver_) driver_->cancel();
+    });
   }
 }
 
@@ -233,11 +241,12 @@ std::size_t wheel_service::cancel(detail::wait_entry& e) {
   return abort_waits_locked(e);
 }
 
-bool wheel_service::cancel_op(detail::wait_entry& e, detail::wait_op* op) {
+bool wheel_service::cancel_op(detail::wait_entry& e, const void* key) {
   auto guard = lock();
   for (auto prev = e.waits.before_begin(), it = e.waits.begin(); it != e.waits.end();
        prev = it++) {
-    if (&*it != op) continue;
+    if (it->cancel_key() != key) continue;
+    detail::wait_op* op = &*it;
     e.waits.erase_after(prev);
     complete_locked(op, op_result::aborted);
     remove_pending_locked(op_result::aborted);
@@ -360,6 +369,10 @@ void wheel_service::collect_locked(detail::op_queue& batch) {
 void wheel_service::invoke(detail::op_queue& batch) {
   // A handler may throw: the exception leaves run(), and what is left of the batch goes
   // back to the front of the ready queue, to complete, in order, on the next step.
+  // The same happens after a completion dispatched to another executor (a strand):
+  // Asio may run that handler inline and capture its exception, and a second capture
+  // in one scheduler operation would merge both into multiple_exceptions. So, as with
+  // steady_timer, each such completion gets a scheduler operation of its own.
   struct requeue_rest {
     wheel_service& self;
     detail::op_queue& rest;
@@ -373,7 +386,7 @@ void wheel_service::invoke(detail::op_queue& batch) {
   while (!batch.empty()) {
     detail::wait_op& op = batch.front();
     batch.pop_front();
-    op.complete();
+    if (op.complete()) break;
   }
 }
 

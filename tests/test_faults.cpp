@@ -143,14 +143,12 @@ BOOST_AUTO_TEST_CASE(throwing_handler_small_batches) {
 // Handlers on a strand: every handler still runs once, in order, and run() resumes.
 BOOST_AUTO_TEST_CASE(throwing_handler_on_strand) { throwing_handler_case(1024, true); }
 
-// As steady_timer does, each exception of a strand-bound handler should leave run() by
-// itself. Today the step dispatches all strand-bound completions of a batch from one
-// scheduler handler; Asio captures an exception thrown by a handler its dispatch ran
-// inline, and a second capture in the same scheduler handler turns both into one
-// boost::asio::multiple_exceptions that keeps only the first: the others are lost.
-// Disabled until the core delivers those completions one scheduler handler each
-// (see docs/README-issue6.md, known findings); run with --run_test=strand_exceptions_leave_run_one_by_one.
-BOOST_AUTO_TEST_CASE(strand_exceptions_leave_run_one_by_one, *boost::unit_test::disabled()) {
+// As with steady_timer, each exception of a strand-bound handler leaves run() by itself.
+// Were the step to dispatch all strand-bound completions of a batch from one scheduler
+// handler, Asio would capture the exceptions of handlers its dispatch ran inline, and a
+// second capture turns both into one boost::asio::multiple_exceptions keeping only the
+// first: so such completions are posted, one scheduler handler each.
+BOOST_AUTO_TEST_CASE(strand_exceptions_leave_run_one_by_one) {
   const auto c = throwing_handler_case(1024, true);
   BOOST_TEST(c.thrown == 7u);
   BOOST_TEST(c.multiple == 0u);

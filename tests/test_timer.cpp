@@ -631,6 +631,47 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_w
   }
 }
 
+namespace {
+// Hands out one static block: every op lands at the same address.
+alignas(std::max_align_t) unsigned char the_block[512];
+template <class T>
+struct one_block_allocator {
+  using value_type = T;
+  one_block_allocator() = default;
+  template <class U>
+  one_block_allocator(const one_block_allocator<U>&) {}
+  T* allocate(std::size_t n) {
+    BOOST_REQUIRE(n * sizeof(T) <= sizeof(the_block));
+    return reinterpret_cast<T*>(the_block);
+  }
+  void deallocate(T*, std::size_t) {}
+  template <class U>
+  bool operator==(const one_block_allocator<U>&) const { return true; }
+};
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_stale_signal_does_not_cancel_a_later_wait_that_reuses_the_op_memory) {
+  fixture f;
+  asio_wheel::timer t(f.io);
+  asio::cancellation_signal first, second;
+  recorder r1, r2;
+  t.expires_after(1ms);
+  t.async_wait(asio::bind_cancellation_slot(
+      first.slot(), asio::bind_allocator(one_block_allocator<void>(), r1.handler(f))));
+  f.advance(1ms);
+  BOOST_TEST(r1.calls == 1);
+  t.expires_after(10ms);
+  t.async_wait(asio::bind_cancellation_slot(
+      second.slot(), asio::bind_allocator(one_block_allocator<void>(), r2.handler(f))));
+  first.emit(asio::cancellation_type::terminal); // stale: its wait completed already
+  f.advance(10ms);
+  BOOST_TEST(r2.calls == 1);
+  BOOST_TEST(!r2.ec);
+  second.emit(asio::cancellation_type::terminal); // and this one is stale now
+  f.poll();
+  BOOST_TEST(r2.calls == 1);
+}
+
 // ---- outstanding work ----
 
 BOOST_AUTO_TEST_CASE(a_pending_wait_is_outstanding_work) {

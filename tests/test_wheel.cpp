@@ -143,6 +143,20 @@ BOOST_AUTO_TEST_CASE(lazy_reset_to_later_fires_at_the_new_deadline_only) {
   BOOST_TEST(fired[1] == 5000u);
 }
 
+BOOST_AUTO_TEST_CASE(reset_to_earlier_but_after_the_slot_start_stays_lazy) {
+  wheel w(16, 3);
+  node n;
+  n.id = 1;
+  w.insert(n, 300); // level 2, slot [256, 512)
+  const auto where = n.where;
+  w.reschedule(n, 280);
+  BOOST_TEST(n.where == where);
+  w.reschedule(n, 100); // before the slot's start: must relink
+  BOOST_TEST(n.where != where);
+  auto fired = run_ticks(w, 400);
+  BOOST_TEST(fired[1] == 100u);
+}
+
 BOOST_AUTO_TEST_CASE(reset_to_earlier_relinks) {
   wheel w(16, 3);
   node n;

@@ -80,9 +80,10 @@ public:
   void start_wait(detail::wait_entry& e, detail::wait_op* op);
   // Completes every wait of `e` with operation_aborted; returns how many.
   std::size_t cancel(detail::wait_entry& e);
-  // Per-operation cancellation: completes `op` with operation_aborted if it is still
-  // waiting on `e`; false if it had already been handed over for completion.
-  bool cancel_op(detail::wait_entry& e, detail::wait_op* op);
+  // Per-operation cancellation: completes the op whose cancel_key() is `key` with
+  // operation_aborted if it is still waiting on `e`; false if it is not (handed over
+  // for completion already, or the key is stale).
+  bool cancel_op(detail::wait_entry& e, const void* key);
   // cancel(e), then sets the expiry.
   std::size_t expires_at(detail::wait_entry& e, time_point t);
   // Moves the expiry; pending waits stay and complete at the new one. O(1).
@@ -95,7 +96,7 @@ public:
   class lock_type;
   std::unique_lock<lock_type> lock() const;
   void schedule_locked(detail::service_entry& e, time_point t);
-  void unschedule_locked(detail::service_entry& e) noexcept;
+  void unschedule_locked(detail::service_entry& e);
   // Registers `op` as pending (counts toward max_pending and keeps the context's
   // work); false if max_pending refuses it.
   bool add_pending_locked();
@@ -148,6 +149,7 @@ private:
 
   detail::op_queue ready_;             // handed over, to complete on the next step
   bool step_posted_ = false;
+  bool disarm_posted_ = false;
   bool shutdown_ = false;
 
   wheel_stats stats_;

@@ -133,14 +133,16 @@ private:
   }
 
   // The step runs it outside the lock (action::complete), or shutdown drops it.
-  static void fire(wait_op* op, action a, void*) {
+  static bool fire(wait_op* op, action a, void*) {
     auto* s = static_cast<deadline_state*>(op);
     emitter e(s);
-    if (a != action::complete) return;
-    if (runs_inline(s->io_ex_, *s->service_))
+    if (a != action::complete) return false;
+    if (runs_inline(s->io_ex_, *s->service_)) {
       e();
-    else
-      boost::asio::dispatch(s->io_ex_, std::move(e));
+      return false;
+    }
+    boost::asio::dispatch(s->io_ex_, std::move(e));
+    return true;
   }
 
   // On the operation's I/O executor: emits unless the operation completed first.

@@ -61,16 +61,16 @@ auto op_allocator(const Handler& h) {
   return boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>());
 }
 
-// Per-operation cancellation: reaches the wait through its entry, comparing pointers
-// only, so an emission after completion is a harmless no-op while the timer lives.
+// Per-operation cancellation: reaches the wait through its entry, looking it up by
+// this handler's own address (as Asio's timers do), so an emission after completion,
+// or on a signal whose op's memory was reused, is a harmless no-op while the timer lives.
 struct op_cancellation {
   wheel_service* service;
   wait_entry* entry;
-  wait_op* op;
   void operator()(boost::asio::cancellation_type type) const {
     using ct = boost::asio::cancellation_type;
     if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
-      service->cancel_op(*entry, op);
+      service->cancel_op(*entry, this);
   }
 };
 
@@ -121,14 +121,14 @@ private:
   void connect(wait_entry& e) {
     slot_type slot = boost::asio::get_associated_cancellation_slot(handler_);
     if (slot.is_connected())
-      slot.template emplace<op_cancellation>(op_cancellation{service_, &e, this});
+      this->set_cancel_key(&slot.template emplace<op_cancellation>(op_cancellation{service_, &e}));
   }
 
-  static void do_func(wait_op* base, action a, void* arg) {
+  static bool do_func(wait_op* base, action a, void* arg) {
     auto* self = static_cast<handler_op*>(base);
     if (a == action::rebind) {
       self->connect(*static_cast<wait_entry*>(arg));
-      return;
+      return false;
     }
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
@@ -139,7 +139,10 @@ private:
       self->~handler_op();
       std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
     };
-    if (a != action::complete) return release();
+    if (a != action::complete) {
+      release();
+      return false;
+    }
     auto values = self->take_values();
     release();
     std::apply(
@@ -152,6 +155,7 @@ private:
           }
         },
         std::move(values));
+    return !std::is_void_v<WorkExecutor>;
   }
 
   Handler handler_;

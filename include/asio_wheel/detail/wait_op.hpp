@@ -31,14 +31,23 @@ public:
     destroy,  // free the op without invoking the handler (shutdown)
     rebind    // the owning entry moved to `arg`: re-point the cancellation handler
   };
-  using func_type = void (*)(wait_op*, action, void* arg);
+  // Returns, for action::complete, whether the handler was dispatched to an executor
+  // other than the wheel context's own (then the step ends there: see invoke()).
+  using func_type = bool (*)(wait_op*, action, void* arg);
 
-  void complete() { func_(this, action::complete, nullptr); }
+  bool complete() { return func_(this, action::complete, nullptr); }
   void destroy() { func_(this, action::destroy, nullptr); }
   void rebind(void* new_owner) { func_(this, action::rebind, new_owner); }
 
   op_result result() const noexcept { return result_; }
   void set_result(op_result r) noexcept { result_ = r; }
+
+  // Identifies the op to its per-operation cancellation handler: the address of that
+  // handler object, which lives in the user's cancellation signal. Not the op's own
+  // address, which the allocator may hand to a later op while a stale handler is
+  // still installed in an old signal.
+  const void* cancel_key() const noexcept { return cancel_key_; }
+  void set_cancel_key(const void* key) noexcept { cancel_key_ = key; }
 
 protected:
   explicit wait_op(func_type f) noexcept : func_(f) {}
@@ -46,6 +55,7 @@ protected:
 
 private:
   func_type func_;
+  const void* cancel_key_ = nullptr;
   op_result result_ = op_result::success;
 };
 

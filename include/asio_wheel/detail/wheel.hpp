@@ -23,9 +23,9 @@
 // Never early: a deadline is a tick count rounded up by the caller, and an entry only
 // expires when the wheel has reached its deadline tick.
 //
-// Lazy reset (tokio's rule): a later deadline only overwrites `deadline`; the entry
-// stays where it is, and when that slot comes due (never after the new deadline,
-// because it was due no later than the old one) it is re-placed. An earlier deadline
+// Lazy reset (tokio's rule, widened): a new deadline only overwrites `deadline` as long
+// as the entry's slot comes due no later than it (always so for a later deadline); the
+// entry is re-placed when the slot comes up. Only a deadline before the slot's start
 // relinks it.
 //
 // Finding work: each level keeps an occupancy bitmap, so the next tick at which any
@@ -133,6 +133,8 @@ private:
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
   void link(wheel_entry& e, std::uint32_t index) noexcept;
   void process_slot(std::size_t level, tick_t t);
+  // The tick at which an occupied slot next comes due.
+  tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
   // First occupied slot >= from on `level`, or slots_ if none.
   std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
   std::uint64_t* bitmap(std::size_t level) noexcept { return &bits_[level * words_]; }
