@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE cancel_after
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel/cancel_after.hpp>
 #include <asio_wheel/timer.hpp>
 
@@ -42,29 +44,10 @@ using socket_type = net::local::stream_protocol::socket;
 
 namespace {
 
-struct fixture {
-  net::io_context io;
-  asio_wheel::wheel_service& svc;
+struct fixture : asio_wheel_test::manual_context {
   socket_type a{io}, b{io};
 
-  fixture() : svc(asio_wheel::install(io, make_options())) { net::local::connect_pair(a, b); }
-
-  static asio_wheel::wheel_options make_options() {
-    asio_wheel::wheel_options o;
-    o.clock = asio_wheel::clock_mode::manual;
-    return o;
-  }
-
-  // Runs every ready handler (poll stops the context when it runs out of work).
-  void settle() {
-    io.restart();
-    io.poll();
-  }
-
-  void advance(std::chrono::steady_clock::duration d) {
-    svc.advance(d);
-    settle();
-  }
+  fixture() { net::local::connect_pair(a, b); }
 
   std::size_t pending() const { return svc.stats().pending; }
 };
@@ -360,7 +343,7 @@ BOOST_AUTO_TEST_CASE(many_operations_leave_nothing_behind) {
 // emission would reach), whatever the interleaving. Run under TSan by scripts/test.
 BOOST_AUTO_TEST_CASE(completion_races_the_deadline_across_threads) {
   net::io_context io(2);
-  auto& svc = asio_wheel::install(io, fixture::make_options());
+  auto& svc = asio_wheel::install(io, asio_wheel_test::manual_options());
   auto guard = net::make_work_guard(io);
   std::vector<std::thread> runners;
   for (int i = 0; i < 2; ++i) runners.emplace_back([&io] { io.run(); });

@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE delay_queue
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel/delay_queue.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -21,29 +23,7 @@ using std::chrono::steady_clock;
 
 namespace {
 
-struct fixture {
-  net::io_context io;
-  asio_wheel::wheel_service& svc;
-
-  fixture() : svc(asio_wheel::install(io, make_options())) {}
-
-  static asio_wheel::wheel_options make_options() {
-    asio_wheel::wheel_options o;
-    o.clock = asio_wheel::clock_mode::manual;
-    return o;
-  }
-
-  // Runs every ready handler (poll stops the context when it runs out of work).
-  void settle() {
-    io.restart();
-    io.poll();
-  }
-
-  void advance(steady_clock::duration d) {
-    svc.advance(d);
-    settle();
-  }
-};
+using fixture = asio_wheel_test::manual_context;
 
 // Starts a take appending what it got to `got` (errors as "!<message>").
 template <class Queue>

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE periodic_timer
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel/periodic_timer.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
@@ -38,32 +40,12 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-// One io_context with a manual-clock wheel, and the helpers every test uses.
-struct fixture {
-  net::io_context io;
-  asio_wheel::wheel_service& svc;
+// The manual-clock context, and the time elapsed since the test began.
+struct fixture : asio_wheel_test::manual_context {
   steady_clock::time_point t0;
 
   explicit fixture(steady_clock::duration tick = 1ms)
-      : svc(asio_wheel::install(io, make_options(tick))), t0(svc.now()) {}
-
-  static asio_wheel::wheel_options make_options(steady_clock::duration tick) {
-    asio_wheel::wheel_options o;
-    o.clock = asio_wheel::clock_mode::manual;
-    o.tick = tick;
-    return o;
-  }
-
-  // Runs every ready handler (poll stops the context when it runs out of work).
-  void settle() {
-    io.restart();
-    io.poll();
-  }
-
-  void advance(steady_clock::duration d) {
-    svc.advance(d);
-    settle();
-  }
+      : manual_context(asio_wheel_test::manual_options(4, 256, tick)), t0(svc.now()) {}
 
   steady_clock::duration elapsed() const { return svc.now() - t0; }
 };

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE timer
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
@@ -24,29 +26,8 @@ using boost::system::error_code;
 
 namespace {
 
-wheel_options manual(std::size_t levels = 4, std::size_t slots = 256) {
-  wheel_options o;
-  o.clock = clock_mode::manual;
-  o.levels = levels;
-  o.slots = slots;
-  return o;
-}
-
-// A manual-clock context; poll() restarts it first, since a context that ran out of
-// work stays stopped.
-struct fixture {
-  asio::io_context io;
-  asio_wheel::wheel_service& svc;
-  explicit fixture(const wheel_options& o = manual()) : svc(asio_wheel::install(io, o)) {}
-  std::size_t poll() {
-    io.restart();
-    return io.poll();
-  }
-  void advance(std::chrono::steady_clock::duration d) {
-    svc.advance(d);
-    poll();
-  }
-};
+using asio_wheel_test::manual_options;
+using fixture = asio_wheel_test::manual_context;
 
 // Records completions of a wait.
 struct recorder {
@@ -106,11 +87,11 @@ BOOST_AUTO_TEST_CASE(install_rejects_bad_options_with_clear_messages) {
 
 BOOST_AUTO_TEST_CASE(install_twice_or_after_use_throws_service_already_exists) {
   asio::io_context io;
-  asio_wheel::install(io, manual());
-  BOOST_CHECK_THROW(asio_wheel::install(io, manual()), asio::service_already_exists);
+  asio_wheel::install(io, manual_options());
+  BOOST_CHECK_THROW(asio_wheel::install(io, manual_options()), asio::service_already_exists);
   asio::io_context io2;
   asio_wheel::timer t(io2); // creates the default service
-  BOOST_CHECK_THROW(asio_wheel::install(io2, manual()), asio::service_already_exists);
+  BOOST_CHECK_THROW(asio_wheel::install(io2, manual_options()), asio::service_already_exists);
   auto& svc = asio::use_service<asio_wheel::wheel_service>(io2);
   BOOST_TEST(svc.options().slots == 256u);
   BOOST_TEST(svc.options().levels == 4u);
@@ -138,7 +119,7 @@ BOOST_AUTO_TEST_CASE(error_category_names_the_limit) {
 // ---- expiry: never early, at most one tick late ----
 
 BOOST_AUTO_TEST_CASE(wait_completes_at_expiry_not_before_for_every_geometry) {
-  for (auto o : {manual(), manual(1, 256), manual(1, 16), manual(3, 16)}) {
+  for (auto o : {manual_options(), manual_options(1, 256), manual_options(1, 16), manual_options(3, 16)}) {
     fixture f(o);
     for (auto d : {1ms, 2ms, 255ms, 256ms, 257ms, 1000ms, 65536ms, 70001ms}) {
       asio_wheel::timer t(f.io, d);
@@ -172,7 +153,7 @@ BOOST_AUTO_TEST_CASE(expiry_between_ticks_rounds_up_never_down) {
 }
 
 BOOST_AUTO_TEST_CASE(one_big_advance_completes_in_expiry_order) {
-  fixture f(manual(2, 16));
+  fixture f(manual_options(2, 16));
   std::vector<int> order;
   std::vector<std::unique_ptr<asio_wheel::timer>> timers;
   for (int ms : {500, 3, 40, 17, 300, 9000, 4}) {
@@ -190,7 +171,7 @@ BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancella
   recorder r;
   t.async_wait(r.handler(f));
   BOOST_TEST(r.calls == 0); // never inside async_wait
-  f.poll();
+  f.settle();
   BOOST_TEST(r.calls == 1);
   BOOST_TEST(!r.ec);
 
@@ -198,7 +179,7 @@ BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancella
   recorder r2;
   t.async_wait(r2.handler(f));
   BOOST_TEST(t.cancel() == 1u);
-  f.poll();
+  f.settle();
   BOOST_TEST(r2.calls == 1);
   BOOST_TEST(r2.ec == aborted);
 
@@ -206,7 +187,7 @@ BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancella
   recorder r3;
   t.async_wait(r3.handler(f));
   t.reset_after(5ms);
-  f.poll();
+  f.settle();
   BOOST_TEST(r3.calls == 0);
   f.advance(5ms);
   BOOST_TEST(r3.calls == 1);
@@ -214,13 +195,13 @@ BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancella
 }
 
 BOOST_AUTO_TEST_CASE(a_wait_for_now_does_not_sit_a_rotation_in_a_processed_slot) {
-  for (auto o : {manual(1, 16), manual()}) {
+  for (auto o : {manual_options(1, 16), manual_options()}) {
     fixture f(o);
     f.advance(7ms); // slot 7 processed
     asio_wheel::timer t(f.io, f.svc.now());
     recorder r;
     t.async_wait(r.handler(f));
-    f.poll();
+    f.settle();
     BOOST_TEST(r.calls == 1);
     asio_wheel::timer t2(f.io, f.svc.now() + 1ms);
     recorder r2;
@@ -241,7 +222,7 @@ BOOST_AUTO_TEST_CASE(cancel_aborts_every_pending_wait_and_counts_them) {
   BOOST_TEST(f.svc.stats().pending == 2u);
   BOOST_TEST(t.cancel() == 2u);
   BOOST_TEST(a.calls == 0); // never inside cancel()
-  f.poll();
+  f.settle();
   BOOST_TEST(a.calls == 1);
   BOOST_TEST(b.calls == 1);
   BOOST_TEST(a.ec == aborted);
@@ -275,7 +256,7 @@ BOOST_AUTO_TEST_CASE(advance_alone_hands_nothing_over_so_cancel_still_counts) {
   t.async_wait(r.handler(f));
   f.svc.advance(1ms); // due, but the completion step has not run
   BOOST_TEST(t.cancel() == 1u);
-  f.poll();
+  f.settle();
   BOOST_TEST(r.ec == aborted);
 }
 
@@ -286,7 +267,7 @@ BOOST_AUTO_TEST_CASE(expires_at_and_after_abort_pending_waits) {
   t.async_wait(r.handler(f));
   BOOST_TEST(t.expires_after(2s) == 1u);
   BOOST_TEST(t.expires_at(f.svc.now() + 3s) == 0u);
-  f.poll();
+  f.settle();
   BOOST_TEST(r.ec == aborted);
   recorder r2;
   t.async_wait(r2.handler(f));
@@ -298,7 +279,7 @@ BOOST_AUTO_TEST_CASE(expires_at_and_after_abort_pending_waits) {
 }
 
 BOOST_AUTO_TEST_CASE(reset_moves_the_deadline_without_completing_anything) {
-  for (auto o : {manual(), manual(1, 16)}) {
+  for (auto o : {manual_options(), manual_options(1, 16)}) {
     fixture f(o);
     asio_wheel::timer t(f.io, 100ms);
     recorder a, b;
@@ -306,7 +287,7 @@ BOOST_AUTO_TEST_CASE(reset_moves_the_deadline_without_completing_anything) {
     t.async_wait(b.handler(f));
     f.advance(50ms);
     t.reset_after(100ms); // later: now due at 150 ms
-    BOOST_TEST(f.poll() == 0u); // nothing posted, nothing run
+    BOOST_TEST(f.settle() == 0u); // nothing posted, nothing run
     f.advance(99ms);
     BOOST_TEST(a.calls == 0);
     f.advance(1ms);
@@ -338,7 +319,7 @@ BOOST_AUTO_TEST_CASE(reset_without_pending_waits_just_sets_the_expiry) {
 }
 
 BOOST_AUTO_TEST_CASE(repeated_resets_fire_once_at_the_last_deadline) {
-  fixture f(manual(2, 16));
+  fixture f(manual_options(2, 16));
   asio_wheel::timer t(f.io, 5ms);
   recorder r;
   t.async_wait(r.handler(f));
@@ -371,7 +352,7 @@ BOOST_AUTO_TEST_CASE(time_point_max_and_duration_max_stay_pending_until_cancelle
   BOOST_TEST(a.cancel() == 1u);
   BOOST_TEST(b.cancel() == 1u);
   BOOST_TEST(c.cancel() == 1u);
-  f.poll();
+  f.settle();
   BOOST_TEST(ra.ec == aborted);
   BOOST_TEST(rb.ec == aborted);
   BOOST_TEST(rc.ec == aborted);
@@ -386,7 +367,7 @@ BOOST_AUTO_TEST_CASE(negative_durations_and_time_point_min_mean_already_expired)
   a.async_wait(ra.handler(f));
   b.async_wait(rb.handler(f));
   c.async_wait(rc.handler(f));
-  f.poll();
+  f.settle();
   BOOST_TEST(ra.calls == 1);
   BOOST_TEST(rb.calls == 1);
   BOOST_TEST(rc.calls == 1);
@@ -491,13 +472,13 @@ BOOST_AUTO_TEST_CASE(works_with_future_deferred_and_as_tuple) {
     got = std::get<0>(e) == aborted;
   }));
   t.cancel();
-  f.poll();
+  f.settle();
   BOOST_TEST(got);
 
   t.expires_after(1h);
   std::future<void> aborted_future = t.async_wait(asio::use_future);
   t.cancel();
-  f.poll();
+  f.settle();
   BOOST_CHECK_THROW(aborted_future.get(), boost::system::system_error);
 }
 
@@ -516,7 +497,7 @@ BOOST_AUTO_TEST_CASE(works_with_coroutines_and_as_default_on) {
         step = ec == aborted ? 2 : -1;
       },
       asio::detached);
-  f.poll();
+  f.settle();
   f.advance(10ms);
   BOOST_TEST(step == 1);
   // The second wait is pending: destroying the context destroys the coroutine frame
@@ -527,7 +508,7 @@ BOOST_AUTO_TEST_CASE(coroutine_timer_destroyed_at_context_shutdown_without_resum
   int resumed = 0;
   {
     asio::io_context io;
-    auto& svc = asio_wheel::install(io, manual());
+    auto& svc = asio_wheel::install(io, manual_options());
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
@@ -618,7 +599,7 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_w
     t.async_wait(other.handler(f));
     sig.emit(type);
     BOOST_TEST(target.calls == 0); // not inside emit
-    f.poll();
+    f.settle();
     BOOST_TEST(target.calls == 1);
     BOOST_TEST(target.ec == aborted);
     BOOST_TEST(f.svc.stats().pending == 1u);
@@ -626,7 +607,7 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_w
     BOOST_TEST(other.calls == 1);
     BOOST_TEST(!other.ec);
     sig.emit(type); // after completion: a no-op
-    f.poll();
+    f.settle();
     BOOST_TEST(target.calls == 1);
   }
 }
@@ -668,7 +649,7 @@ BOOST_AUTO_TEST_CASE(a_stale_signal_does_not_cancel_a_later_wait_that_reuses_the
   BOOST_TEST(r2.calls == 1);
   BOOST_TEST(!r2.ec);
   second.emit(asio::cancellation_type::terminal); // and this one is stale now
-  f.poll();
+  f.settle();
   BOOST_TEST(r2.calls == 1);
 }
 
@@ -678,10 +659,10 @@ BOOST_AUTO_TEST_CASE(a_pending_wait_is_outstanding_work) {
   fixture f;
   asio_wheel::timer t(f.io, 1s);
   t.async_wait([](error_code) {});
-  f.poll();
+  f.settle();
   BOOST_TEST(!f.io.stopped());
   t.cancel();
-  f.poll();
+  f.settle();
   BOOST_TEST(f.io.stopped()); // nothing left: run() would return
 }
 
@@ -709,7 +690,7 @@ BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
   BOOST_TEST(a.cancel() == 0u);
   BOOST_TEST((b.expiry() == f.svc.now() + 5ms));
   sig.emit(asio::cancellation_type::terminal); // reaches the wait on its new owner
-  f.poll();
+  f.settle();
   BOOST_TEST(r2.ec == aborted);
   f.advance(5ms);
   BOOST_TEST(r1.calls == 1);
@@ -721,7 +702,7 @@ BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
   c.async_wait(rc.handler(f));
   d.async_wait(rd.handler(f));
   c = std::move(d);
-  f.poll();
+  f.settle();
   BOOST_TEST(rc.ec == aborted);
   f.advance(2s);
   BOOST_TEST(rd.calls == 1);
@@ -746,7 +727,7 @@ BOOST_AUTO_TEST_CASE(converting_move_and_rebind_executor) {
 // ---- limits, batches, stats ----
 
 BOOST_AUTO_TEST_CASE(max_pending_rejects_with_too_many_timers_and_disturbs_nothing) {
-  auto o = manual();
+  auto o = manual_options();
   o.max_pending = 2;
   fixture f(o);
   asio_wheel::timer a(f.io, 1ms), b(f.io, 1ms), c(f.io, 1ms);
@@ -755,7 +736,7 @@ BOOST_AUTO_TEST_CASE(max_pending_rejects_with_too_many_timers_and_disturbs_nothi
   b.async_wait(rb.handler(f));
   c.async_wait(rc.handler(f));
   BOOST_TEST(rc.calls == 0); // as if by post
-  f.poll();
+  f.settle();
   BOOST_TEST(rc.calls == 1);
   BOOST_TEST(rc.ec == asio_wheel::error::too_many_timers);
   BOOST_TEST(f.svc.stats().rejected == 1u);
@@ -770,7 +751,7 @@ BOOST_AUTO_TEST_CASE(max_pending_rejects_with_too_many_timers_and_disturbs_nothi
 }
 
 BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering) {
-  auto o = manual();
+  auto o = manual_options();
   o.expiry_batch = 100;
   fixture f(o);
   std::vector<std::unique_ptr<asio_wheel::timer>> timers;
@@ -793,7 +774,7 @@ BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering
   f.io.run_one();
   BOOST_TEST(order.size() == 200u);
   BOOST_TEST(order[100] == 249);
-  f.poll();
+  f.settle();
   BOOST_TEST(order.size() == 250u);
   std::vector<int> expired;
   for (int i : order)
@@ -812,7 +793,7 @@ BOOST_AUTO_TEST_CASE(stats_count_what_happened) {
   BOOST_TEST(f.svc.stats().pending == 3u);
   f.advance(5ms);
   c.cancel();
-  f.poll();
+  f.settle();
   auto s = f.svc.stats();
   BOOST_TEST(s.pending == 0u);
   BOOST_TEST(s.expired == 2u);
@@ -860,7 +841,7 @@ BOOST_AUTO_TEST_CASE(steady_mode_does_not_wake_while_waits_are_far_away) {
 BOOST_AUTO_TEST_CASE(single_threaded_concurrency_hint_works_without_a_lock) {
   for (int hint : {1, BOOST_ASIO_CONCURRENCY_HINT_UNSAFE}) {
     asio::io_context io(hint);
-    auto& svc = asio_wheel::install(io, manual());
+    auto& svc = asio_wheel::install(io, manual_options());
     asio_wheel::timer t(io, 1ms);
     int calls = 0;
     t.async_wait([&](error_code) { ++calls; });
