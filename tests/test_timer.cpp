@@ -8,7 +8,7 @@
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
-#include <boost/asio/experimental/as_tuple.hpp>
+#include <boost/asio/as_tuple.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -468,7 +468,7 @@ BOOST_AUTO_TEST_CASE(works_with_future_deferred_and_as_tuple) {
 
   t.expires_after(1h);
   bool got = false;
-  t.async_wait(asio::experimental::as_tuple([&](std::tuple<error_code> e) {
+  t.async_wait(asio::as_tuple([&](std::tuple<error_code> e) {
     got = std::get<0>(e) == aborted;
   }));
   t.cancel();
@@ -493,7 +493,7 @@ BOOST_AUTO_TEST_CASE(works_with_coroutines_and_as_default_on) {
         co_await t.async_wait();
         step = 1;
         t.expires_after(1h);
-        auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
         step = ec == aborted ? 2 : -1;
       },
       asio::detached);
