@@ -53,6 +53,9 @@ struct config {
   // Added to the W1/W2 deadlines ([1 s, 60 s]). Under valgrind everything runs ~50x
   // slower, so without an offset some pending waits would fire inside the measured work.
   duration deadline_offset{0};
+  // W6's "default" variant with another wheel geometry (--geometry SLOTSxLEVELS);
+  // 0 = the library's defaults.
+  std::size_t w6_slots = 0, w6_levels = 0;
 
   bool want(const std::string& workload) const { return only.empty() || only.count(workload); }
   bool want_wheel() const { return impl == "all" || impl == "wheel"; }
@@ -74,6 +77,7 @@ inline void print_help() {
       "  --reps R           repetitions\n"
       "  --no-warmup        skip the unrecorded warm-up repetition (for callgrind)\n"
       "  --deadline-offset S  add S seconds to W1/W2 deadlines (for slow runs: valgrind)\n"
+      "  --geometry SxL     W6 'default' variant with S slots and L levels (e.g. 1024x3)\n"
       "  --help             this text\n"
       "\n"
       "Columns: ns/op min and median over the repetitions; ratio = steady_timer median /\n"
@@ -124,6 +128,12 @@ inline std::optional<config> parse_args(int argc, char** argv, int& exit_code) {
       else if (a == "--deadline-offset")
         cfg.deadline_offset = std::chrono::duration_cast<duration>(
             std::chrono::duration<double>(std::stod(value())));
+      else if (a == "--geometry") {
+        const auto parts = split(value(), 'x');
+        if (parts.size() != 2) throw std::invalid_argument("--geometry takes SLOTSxLEVELS");
+        cfg.w6_slots = std::stoul(parts[0]);
+        cfg.w6_levels = std::stoul(parts[1]);
+      }
       else throw std::invalid_argument("unknown argument " + a);
       if (cfg.impl != "all" && cfg.impl != "wheel" && cfg.impl != "steady")
         throw std::invalid_argument("--impl takes wheel, steady or all");

@@ -188,7 +188,10 @@ struct w6_handler {
 
 inline row w6_one(bench_run& b, bool levels1) {
   const std::size_t n = b.p.w6_n;
-  const char* variant = levels1 ? "levels1" : "default";
+  const std::string variant =
+      levels1 ? "levels1"
+      : b.cfg.w6_slots ? std::to_string(b.cfg.w6_slots) + "x" + std::to_string(b.cfg.w6_levels)
+                       : "default";
   const std::string what = std::string("W6 ") + variant + " N=" + fmt_n(n);
   auto rng = make_rng("W6", n, 0);
   std::vector<double> cpu_ms;
@@ -208,6 +211,9 @@ inline row w6_one(bench_run& b, bool levels1) {
     if (levels1) {
       o.levels = 1;
       o.slots = 256;
+    } else if (b.cfg.w6_slots != 0) {
+      o.slots = b.cfg.w6_slots;
+      o.levels = b.cfg.w6_levels;
     }
     w6_state s;
     s.svc = &asio_wheel::install(ctx, o);
