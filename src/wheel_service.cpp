@@ -107,7 +107,7 @@ time_point wheel_service::tick_time(tick_t k) const noexcept {
 }
 
 tick_t wheel_service::current_tick() const noexcept {
-  const time_point t = options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;
+  const time_point t = now_locked();
   if (t <= epoch_) return 0;
   return static_cast<tick_t>((t - epoch_).count() / tick_);
 }
@@ -340,8 +340,7 @@ void wheel_service::collect_locked(detail::op_queue& batch) {
   }
   if (taken >= budget || !wheel_.has_due()) return;
 
-  const time_point now =
-      options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;
+  const time_point now = now_locked();
   while (taken < budget) {
     auto* entry = static_cast<detail::service_entry*>(wheel_.pop_due());
     if (!entry) break;
