@@ -38,12 +38,23 @@ std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexce
   return static_cast<std::uint32_t>(level * slots_ + slot);
 }
 
+bool wheel::occupied(std::uint32_t index) const noexcept {
+  const std::size_t slot = index & (slots_ - 1);
+  return (bitmap(index >> shift_)[slot / word_bits] >> (slot % word_bits)) & 1;
+}
+
+void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
+  const std::size_t slot = index & (slots_ - 1);
+  const std::uint64_t bit = std::uint64_t{1} << (slot % word_bits);
+  std::uint64_t& word = bitmap(index >> shift_)[slot / word_bits];
+  word = on ? (word | bit) : (word & ~bit);
+}
+
 void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
   lists_[index].push_back(e);
   e.where = index;
   ++slotted_;
-  const std::size_t level = index / slots_, slot = index % slots_;
-  bitmap(level)[slot / word_bits] |= std::uint64_t{1} << (slot % word_bits);
+  set_occupied(index, true);
 }
 
 void wheel::insert(wheel_entry& e, tick_t deadline) {
@@ -66,10 +77,7 @@ void wheel::remove(wheel_entry& e) noexcept {
   e.where = wheel_entry::unlinked;
   if (index < slots_ * levels_) {
     --slotted_;
-    if (lists_[index].empty()) {
-      const std::size_t level = index / slots_, slot = index % slots_;
-      bitmap(level)[slot / word_bits] &= ~(std::uint64_t{1} << (slot % word_bits));
-    }
+    if (lists_[index].empty()) set_occupied(index, false);
   }
 }
 
@@ -156,10 +164,7 @@ void wheel::process_slot(std::size_t level, tick_t t) {
       }
     }
   }
-  if (list.empty()) {
-    const std::size_t slot = index % slots_;
-    bitmap(level)[slot / word_bits] &= ~(std::uint64_t{1} << (slot % word_bits));
-  }
+  if (list.empty()) set_occupied(index, false);
 }
 
 void wheel::advance_to(tick_t to) {
@@ -175,9 +180,7 @@ void wheel::advance_to(tick_t to) {
     for (std::size_t level = levels_; level-- > 0;) {
       const unsigned low = static_cast<unsigned>(level) * shift_;
       if (low != 0 && (t & ((tick_t{1} << low) - 1)) != 0) continue;
-      const std::size_t slot = (t >> low) & (slots_ - 1);
-      if (bitmap(level)[slot / word_bits] & (std::uint64_t{1} << (slot % word_bits)))
-        process_slot(level, t);
+      if (occupied(slot_index(level, t))) process_slot(level, t);
     }
   }
 }

@@ -135,6 +135,9 @@ private:
   void process_slot(std::size_t level, tick_t t);
   // The tick at which an occupied slot next comes due.
   tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
+  // The occupancy bit of slot list `index` (level * slots + slot): set iff non-empty.
+  bool occupied(std::uint32_t index) const noexcept;
+  void set_occupied(std::uint32_t index, bool on) noexcept;
   // First occupied slot >= from on `level`, or slots_ if none.
   std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
   std::uint64_t* bitmap(std::size_t level) noexcept { return &bits_[level * words_]; }
