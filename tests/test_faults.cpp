@@ -10,6 +10,8 @@
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
@@ -53,8 +55,7 @@ using boost::system::error_code;
 namespace {
 
 asio_wheel::wheel_options manual(std::size_t batch = 1024, std::size_t max_pending = 0) {
-  asio_wheel::wheel_options o;
-  o.clock = asio_wheel::clock_mode::manual;
+  auto o = asio_wheel_test::manual_options();
   o.expiry_batch = batch;
   o.max_pending = max_pending;
   return o;

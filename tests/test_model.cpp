@@ -6,6 +6,8 @@
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
@@ -36,11 +38,7 @@ class model_run {
 public:
   model_run(std::size_t levels, std::uint64_t seed, clock_type::duration max_delay)
       : rng_(seed), max_delay_(max_delay) {
-    asio_wheel::wheel_options o;
-    o.clock = asio_wheel::clock_mode::manual;
-    o.slots = 16;
-    o.levels = levels;
-    o.tick = tick;
+    auto o = asio_wheel_test::manual_options(levels, 16, tick);
     o.expiry_batch = 7; // small: completions spread over several steps
     svc_ = &asio_wheel::install(io_, o);
     epoch_ = svc_->now();

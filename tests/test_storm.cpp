@@ -9,6 +9,8 @@
 #define BOOST_TEST_MODULE storm
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio/buffer.hpp>
@@ -139,8 +141,7 @@ struct storm_result {
 
 storm_result run_storm(std::size_t batch, std::size_t n) {
   asio::io_context io(1);
-  asio_wheel::wheel_options o;
-  o.clock = asio_wheel::clock_mode::manual;
+  auto o = asio_wheel_test::manual_options();
   o.expiry_batch = batch;
   auto& svc = asio_wheel::install(io, o);
 

@@ -10,6 +10,8 @@
 #define BOOST_TEST_MODULE stress_threads
 #include <boost/test/unit_test.hpp>
 
+#include "manual_clock.hpp"
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -238,10 +240,7 @@ stress_result run_round(asio::io_context& io, asio_wheel::wheel_service& svc, st
 }
 
 asio_wheel::wheel_options manual_options() {
-  asio_wheel::wheel_options o;
-  o.clock = asio_wheel::clock_mode::manual;
-  o.slots = 64;
-  o.levels = 3;
+  auto o = asio_wheel_test::manual_options(3, 64);
   o.expiry_batch = 256;
   return o;
 }
