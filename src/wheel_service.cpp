@@ -106,8 +106,7 @@ time_point wheel_service::tick_time(tick_t k) const noexcept {
   return epoch_ + duration(static_cast<duration::rep>(k) * tick_);
 }
 
-tick_t wheel_service::current_tick() const noexcept {
-  const time_point t = now_locked();
+tick_t wheel_service::floor_tick(time_point t) const noexcept {
   if (t <= epoch_) return 0;
   return static_cast<tick_t>((t - epoch_).count() / tick_);
 }
@@ -119,7 +118,7 @@ void wheel_service::advance(duration d) {
     throw std::invalid_argument("asio_wheel: advance() takes a non-negative duration");
   auto guard = lock();
   manual_now_ = saturating_add(manual_now_, d);
-  wheel_.advance_to(current_tick());
+  wheel_.advance_to(floor_tick(manual_now_));
   if (wheel_.has_due()) post_step_locked();
 }
 
@@ -319,15 +318,16 @@ void wheel_service::run_step(bool from_driver) {
     auto guard = lock();
     if (shutdown_) return;
     if (!from_driver) step_posted_ = false;
-    if (options_.clock == clock_mode::steady) wheel_.advance_to(current_tick());
-    collect_locked(batch);
+    const time_point now = now_locked();
+    if (options_.clock == clock_mode::steady) wheel_.advance_to(floor_tick(now));
+    collect_locked(batch, now);
     if (!ready_.empty() || wheel_.has_due()) post_step_locked();
     if (armed_ == never_tick) arm_locked();
   }
   invoke(batch);
 }
 
-void wheel_service::collect_locked(detail::op_queue& batch) {
+void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
   const std::size_t budget =
       options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
                                  : options_.expiry_batch;
@@ -340,7 +340,6 @@ void wheel_service::collect_locked(detail::op_queue& batch) {
   }
   if (taken >= budget || !wheel_.has_due()) return;
 
-  const time_point now = now_locked();
   while (taken < budget) {
     auto* entry = static_cast<detail::service_entry*>(wheel_.pop_due());
     if (!entry) break;

@@ -125,13 +125,14 @@ private:
 
   detail::tick_t to_tick(time_point t) const noexcept;   // rounds up: never early
   time_point tick_time(detail::tick_t k) const noexcept;
-  detail::tick_t current_tick() const noexcept;           // rounds down
+  detail::tick_t floor_tick(time_point t) const noexcept; // rounds down
   void schedule_entry_locked(detail::service_entry& e, detail::tick_t k);
   void arm_locked();
   void post_step_locked();
   void on_driver(const boost::system::error_code& ec);
   void run_step(bool from_driver);
-  void collect_locked(detail::op_queue& batch);
+  // Hands over ready and due operations; `now` (the step's clock read) dates lateness.
+  void collect_locked(detail::op_queue& batch, time_point now);
   void invoke(detail::op_queue& batch);
   std::size_t abort_waits_locked(detail::wait_entry& e);
 
