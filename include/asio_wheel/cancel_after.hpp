@@ -37,9 +37,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/query.hpp>
 
 #include <chrono>
 #include <type_traits>
@@ -181,9 +179,7 @@ private:
   template <class Init, class Handler, class... Args>
   void launch(Init&& init, Handler&& handler, Args&&... args) const {
     boost::asio::any_io_executor ex = deadline_executor(init, handler);
-    wheel_service& svc = boost::asio::use_service<wheel_service>(
-        boost::asio::query(ex, boost::asio::execution::context));
-    svc.attach(ex);
+    wheel_service& svc = detail::use_wheel(ex);
     const auto deadline = spec_.resolve(svc);
     // The initiation's ref keeps the state alive until the entry is armed, whatever
     // the operation does meanwhile (it may even complete on another thread).

@@ -35,9 +35,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/query.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -96,9 +94,7 @@ public:
   };
 
   explicit basic_delay_queue(const executor_type& ex) : executor_(ex) {
-    wheel_service& svc = boost::asio::use_service<wheel_service>(
-        boost::asio::query(ex, boost::asio::execution::context));
-    svc.attach(executor_);
+    wheel_service& svc = detail::use_wheel(ex);
     state_.service = &svc;
     state_.takers.expiry = time_point::max();
   }

@@ -38,9 +38,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/query.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <algorithm>
@@ -175,9 +173,7 @@ public:
       : executor_(ex) {
     if (period <= duration::zero())
       throw std::invalid_argument("asio_wheel: periodic_timer period must be positive");
-    wheel_service& svc = boost::asio::use_service<wheel_service>(
-        boost::asio::query(ex, boost::asio::execution::context));
-    svc.attach(executor_);
+    wheel_service& svc = detail::use_wheel(ex);
     state_.service = &svc;
     state_.waits.expiry = time_point::max();
     state_.period = period;

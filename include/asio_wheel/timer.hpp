@@ -29,9 +29,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/query.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -57,11 +55,7 @@ public:
 
   // A timer with no expiry set (time_point()), whose waits would complete at once.
   explicit basic_timer(const executor_type& ex)
-      : executor_(ex),
-        service_(&boost::asio::use_service<wheel_service>(
-            boost::asio::query(ex, boost::asio::execution::context))) {
-    service_->attach(executor_);
-  }
+      : executor_(ex), service_(&detail::use_wheel(ex)) {}
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,

@@ -24,7 +24,9 @@
 #include <asio_wheel/options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -161,6 +163,20 @@ private:
 // levels * log2(slots) > 64) and boost::asio::service_already_exists if the context
 // already has one (a timer constructed on it creates one with defaults).
 wheel_service& install(boost::asio::execution_context& ctx, const wheel_options& opts);
+
+namespace detail {
+
+// The wheel of `ex`'s execution context (created with defaults if it has none), with
+// `ex` attached for the driver: how every I/O object finds its service.
+template <class Executor>
+wheel_service& use_wheel(const Executor& ex) {
+  auto& svc = boost::asio::use_service<wheel_service>(
+      boost::asio::query(ex, boost::asio::execution::context));
+  svc.attach(ex);
+  return svc;
+}
+
+} // namespace detail
 
 } // namespace asio_wheel
 
