@@ -51,13 +51,6 @@ bool wants_locking(boost::asio::execution_context& ctx) {
   return hint != 1 && BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
 }
 
-time_point saturating_add(time_point t, duration d) noexcept {
-  constexpr auto max = time_point::max(), min = time_point::min();
-  if (d > duration::zero() && t > max - d) return max;
-  if (d < duration::zero() && t < min - d) return min;
-  return t + d;
-}
-
 } // namespace
 
 wheel_service::wheel_service(boost::asio::execution_context& ctx)
@@ -88,10 +81,6 @@ time_point wheel_service::now() const {
   return manual_now_;
 }
 
-time_point wheel_service::deadline_after(duration d) const {
-  return saturating_add(now(), d);
-}
-
 tick_t wheel_service::to_tick(time_point t) const noexcept {
   if (t == time_point::max()) return never_tick;
   if (t <= epoch_) return 0;
@@ -117,7 +106,7 @@ void wheel_service::advance(duration d) {
   if (d < duration::zero())
     throw std::invalid_argument("asio_wheel: advance() takes a non-negative duration");
   auto guard = lock();
-  manual_now_ = saturating_add(manual_now_, d);
+  manual_now_ = detail::saturating_add(manual_now_, d);
   wheel_.advance_to(floor_tick(manual_now_));
   if (wheel_.has_due()) post_step_locked();
 }
@@ -262,8 +251,7 @@ std::size_t wheel_service::expires_at(detail::wait_entry& e, time_point t) {
   return n;
 }
 
-void wheel_service::reset_at(detail::wait_entry& e, time_point t) {
-  auto guard = lock();
+void wheel_service::reset_earlier_locked(detail::wait_entry& e, time_point t) {
   e.expiry = t;
   if (!e.waits.empty()) schedule_entry_locked(e, to_tick(t));
 }
@@ -347,8 +335,13 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
       taken += entry->on_due(*entry, batch);
       continue;
     }
-    // A timer: all its waits complete with success.
     auto& timer = static_cast<detail::wait_entry&>(*entry);
+    // Its expiry moved later (reset_at) after it was placed: back on the wheel.
+    if (const tick_t k = to_tick(timer.expiry); k > wheel_.now()) {
+      schedule_entry_locked(timer, k);
+      continue;
+    }
+    // A timer: all its waits complete with success.
     // Expiries before the wheel existed count from its start (no overflow from
     // time_point::min()).
     const time_point expiry = std::max(timer.expiry, epoch_);

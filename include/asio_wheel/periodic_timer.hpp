@@ -62,11 +62,6 @@ namespace detail {
 using steady_time = std::chrono::steady_clock::time_point;
 using steady_duration = std::chrono::steady_clock::duration;
 
-// t + d, clamped to the time_point range (d >= 0).
-inline steady_time saturated_add(steady_time t, steady_duration d) noexcept {
-  return t > steady_time::max() - d ? steady_time::max() : t + d;
-}
-
 // The operation of one async_tick: carries the missed count to the handler.
 class tick_op : public wait_op {
 public:
@@ -106,7 +101,7 @@ struct periodic_state : service_entry {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31;
     // The modulo's bias is below span / 2^64: nil for any jitter a clock can express.
-    return saturated_add(slot, steady_duration(static_cast<steady_duration::rep>(z % span)));
+    return saturating_add(slot, steady_duration(static_cast<steady_duration::rep>(z % span)));
   }
 
   // Puts the entry on the wheel for the next tick (lock held).
@@ -126,15 +121,15 @@ struct periodic_state : service_entry {
         now > s.due ? static_cast<std::uint64_t>((now - s.due) / s.period) : 0;
     switch (s.policy) {
     case missed_tick::burst:
-      s.next = saturated_add(slot, s.period);
+      s.next = saturating_add(slot, s.period);
       break;
     case missed_tick::skip:
       // slot + missed * period <= now, so only the last step can overflow. The result
       // is after now - period: at worst one slot whose jittered time is still ahead.
-      s.next = saturated_add(slot + static_cast<steady_duration::rep>(missed) * s.period, s.period);
+      s.next = saturating_add(slot + static_cast<steady_duration::rep>(missed) * s.period, s.period);
       break;
     case missed_tick::delay:
-      s.next = saturated_add(now, s.period);
+      s.next = saturating_add(now, s.period);
       break;
     }
     auto& op = static_cast<tick_op&>(s.waits.waits.front());
@@ -178,7 +173,7 @@ public:
     state_.waits.expiry = time_point::max();
     state_.period = period;
     state_.policy = policy;
-    state_.next = detail::saturated_add(svc.now(), period);
+    state_.next = detail::saturating_add(svc.now(), period);
   }
 
   template <class ExecutionContext,
@@ -218,7 +213,7 @@ public:
     wheel_service& svc = *state_.service;
     const time_point now = svc.now();
     auto guard = svc.lock();
-    state_.next = detail::saturated_add(now, state_.period);
+    state_.next = detail::saturating_add(now, state_.period);
     if (state_.linked()) state_.arm_locked();
   }
 

@@ -19,6 +19,7 @@
 #ifndef ASIO_WHEEL_WHEEL_SERVICE_HPP
 #define ASIO_WHEEL_WHEEL_SERVICE_HPP
 
+#include <asio_wheel/detail/upper_clock.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/options.hpp>
@@ -35,6 +36,20 @@
 #include <optional>
 
 namespace asio_wheel {
+
+namespace detail {
+
+// t + d, clamped to the time_point range.
+inline std::chrono::steady_clock::time_point saturating_add(
+    std::chrono::steady_clock::time_point t, std::chrono::steady_clock::duration d) noexcept {
+  using time_point = std::chrono::steady_clock::time_point;
+  using duration = std::chrono::steady_clock::duration;
+  if (d > duration::zero() && t > time_point::max() - d) return time_point::max();
+  if (d < duration::zero() && t < time_point::min() - d) return time_point::min();
+  return t + d;
+}
+
+} // namespace detail
 
 class wheel_service : public boost::asio::execution_context::service {
 public:
@@ -71,11 +86,16 @@ public:
   // completions; the first call wins. Every I/O object calls it on construction.
   void attach(const boost::asio::any_io_executor& ex);
 
-  // now() + d, saturated to the time_point range. It reads the precise clock: a
-  // coarse clock (CLOCK_MONOTONIC_COARSE) would be cheaper, but on the VMs we measured
-  // it lagged steady_clock by 3 to 23 ms, more than its stated 4 ms resolution, so a
-  // deadline built on it could fire early.
-  time_point deadline_after(duration d) const;
+  // now() + d, saturated to the time_point range. In steady mode "now" is
+  // detail::upper_clock::now(): never behind steady_clock, at most a few microseconds
+  // ahead, and without the serializing clock read. (CLOCK_MONOTONIC_COARSE would be
+  // cheap too, but on the VMs we measured it lagged steady_clock by 3 to 23 ms, more
+  // than its stated 4 ms resolution, so a deadline built on it could fire early.)
+  time_point deadline_after(duration d) const {
+    if (options_.clock == clock_mode::steady)
+      return detail::saturating_add(detail::upper_clock::now(), d);
+    return detail::saturating_add(now(), d);
+  }
 
   // Queues `op` on the timer state `e` and puts `e` on the wheel for e.expiry. Completes
   // `op` with too_many_timers (as if by post) if max_pending waits are pending.
@@ -89,7 +109,20 @@ public:
   // cancel(e), then sets the expiry.
   std::size_t expires_at(detail::wait_entry& e, time_point t);
   // Moves the expiry; pending waits stay and complete at the new one. O(1).
-  void reset_at(detail::wait_entry& e, time_point t);
+  //
+  // A later expiry is only stored: the entry stays where it is on the wheel, comes up
+  // at its old deadline tick, and collect_locked() puts it back for the expiry it finds
+  // then (so e.deadline <= to_tick(e.expiry) always holds for a timer's entry). That is
+  // the idle-connection path: a load, a compare and a store, inline, with no clock read
+  // beyond deadline_after()'s. An earlier expiry moves the entry (reset_earlier_locked).
+  void reset_at(detail::wait_entry& e, time_point t) {
+    auto guard = lock();
+    if (t >= e.expiry) {
+      e.expiry = t;
+      return;
+    }
+    reset_earlier_locked(e, t);
+  }
   // The owner of `from` moved to where `to` is: `to` takes over its place and waits.
   void move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept;
 
@@ -137,6 +170,7 @@ private:
   void collect_locked(detail::op_queue& batch, time_point now);
   void invoke(detail::op_queue& batch);
   std::size_t abort_waits_locked(detail::wait_entry& e);
+  void reset_earlier_locked(detail::wait_entry& e, time_point t);
 
   const wheel_options options_;
   mutable lock_type mutex_;

@@ -8,8 +8,8 @@
 // before handing the operation over; take_values() is called once, on completion,
 // outside the lock.
 //
-// Memory comes from the handler's associated allocator (Asio's recycling allocator
-// when it has none) and is given back before the upcall, so the handler can start the
+// Memory comes from the handler's associated allocator (op_memory.hpp's per-thread
+// cache when it has none) and is given back before the upcall, so the handler can start the
 // next operation with the same block. Delivery follows Asio's rules: a handler whose
 // associated executor is the plain executor of the wheel's io_context is invoked
 // directly by the service's step, which already runs on that context; any other
@@ -18,6 +18,7 @@
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 
+#include <asio_wheel/detail/op_memory.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
@@ -31,7 +32,6 @@
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
-#include <boost/asio/recycling_allocator.hpp>
 
 #include <memory>
 #include <tuple>
@@ -58,7 +58,7 @@ bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
 // The allocator an operation's memory comes from.
 template <class Handler>
 auto op_allocator(const Handler& h) {
-  return boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>());
+  return boost::asio::get_associated_allocator(h, op_recycling_allocator<void>());
 }
 
 // Per-operation cancellation: reaches the wait through its entry, looking it up by
