@@ -116,11 +116,7 @@ wheel_stats wheel_service::stats() const {
   return stats_;
 }
 
-// ---- locking and registration ----
-
-std::unique_lock<wheel_service::lock_type> wheel_service::lock() const {
-  return std::unique_lock<lock_type>(mutex_);
-}
+// ---- registration ----
 
 void wheel_service::attach(const boost::asio::any_io_executor& ex) {
   auto guard = lock();

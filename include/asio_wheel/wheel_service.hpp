@@ -129,7 +129,7 @@ public:
   // Lower-level steps for owners with their own entries (delay queue elements,
   // deadlines). The caller holds the lock (lock()) for the *_locked calls.
   class lock_type;
-  std::unique_lock<lock_type> lock() const;
+  std::unique_lock<lock_type> lock() const { return std::unique_lock<lock_type>(mutex_); }
   void schedule_locked(detail::service_entry& e, time_point t);
   void unschedule_locked(detail::service_entry& e);
   // Registers `op` as pending (counts toward max_pending and keeps the context's
