@@ -163,18 +163,33 @@ private:
   [[no_unique_address]] work_type work_;
 };
 
+// Stands in for "no associated executor" when asking a handler for one.
+struct no_associated_executor {};
+
 // Creates the operation for `handler` owned by `e`, choosing inline delivery or
 // dispatch by the handler's associated executor (defaulting to `io_ex`).
 template <class Base, class Handler, class IoExecutor>
 Base* make_handler_op(Handler&& handler, wheel_service& svc, wait_entry& e,
                       const IoExecutor& io_ex) {
   using handler_t = std::decay_t<Handler>;
-  auto ex = boost::asio::get_associated_executor(handler, io_ex);
-  if (runs_inline(ex, svc))
-    return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
-  auto work = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
-  return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler), svc,
-                                                             e, std::move(work));
+  auto dispatched = [&](const auto& ex) {
+    auto work = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
+    return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler),
+                                                               svc, e, std::move(work));
+  };
+  // Most handlers name no executor: then decide on io_ex itself, without the copy of
+  // it (an any_io_executor) that get_associated_executor would return.
+  if constexpr (std::is_same_v<boost::asio::associated_executor_t<handler_t, no_associated_executor>,
+                               no_associated_executor>) {
+    if (runs_inline(io_ex, svc))
+      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
+    return dispatched(io_ex);
+  } else {
+    auto ex = boost::asio::get_associated_executor(handler, io_ex);
+    if (runs_inline(ex, svc))
+      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
+    return dispatched(ex);
+  }
 }
 
 } // namespace asio_wheel::detail
