@@ -84,11 +84,11 @@ std::int64_t extrapolate(const anchor& a, std::uint64_t cycles) noexcept {
 
 upper_clock::time_point refresh(anchor& a) noexcept {
   const process_state& p = process();
-  const sample s = take_sample();
   if (!p.usable || failed.load(std::memory_order_relaxed)) {
     a.mult = 0;
-    return steady::time_point(steady::duration(s.ns));
+    return steady::now();
   }
+  const sample s = take_sample();
   // Check the extrapolation being replaced, just past its window. Its error grows with
   // the distance from the anchor, so within the window it was at most half this bound.
   const std::uint64_t cycles = s.tsc - a.tsc;

@@ -172,7 +172,9 @@ template <class Base, class Handler, class IoExecutor>
 Base* make_handler_op(Handler&& handler, wheel_service& svc, wait_entry& e,
                       const IoExecutor& io_ex) {
   using handler_t = std::decay_t<Handler>;
-  auto dispatched = [&](const auto& ex) {
+  auto create = [&](const auto& ex) -> Base* {
+    if (runs_inline(ex, svc))
+      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
     auto work = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
     return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler),
                                                                svc, e, std::move(work));
@@ -180,16 +182,10 @@ Base* make_handler_op(Handler&& handler, wheel_service& svc, wait_entry& e,
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.
   if constexpr (std::is_same_v<boost::asio::associated_executor_t<handler_t, no_associated_executor>,
-                               no_associated_executor>) {
-    if (runs_inline(io_ex, svc))
-      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
-    return dispatched(io_ex);
-  } else {
-    auto ex = boost::asio::get_associated_executor(handler, io_ex);
-    if (runs_inline(ex, svc))
-      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
-    return dispatched(ex);
-  }
+                               no_associated_executor>)
+    return create(io_ex);
+  else
+    return create(boost::asio::get_associated_executor(handler, io_ex));
 }
 
 } // namespace asio_wheel::detail
