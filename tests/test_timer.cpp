@@ -334,6 +334,28 @@ BOOST_AUTO_TEST_CASE(repeated_resets_fire_once_at_the_last_deadline) {
   BOOST_TEST(r.calls == 1);
 }
 
+BOOST_AUTO_TEST_CASE(a_later_reset_fires_on_the_tick_of_the_new_expiry_across_levels) {
+  // A later reset leaves the entry where it was; it comes up at its old tick, on
+  // whatever level it cascaded to, and must be put back, not completed.
+  for (auto o : {manual_options(1, 16), manual_options(2, 16), manual_options(4, 16)}) {
+    fixture f(o);
+    const auto start = f.svc.now();
+    asio_wheel::timer t(f.io, 10ms);
+    recorder r;
+    t.async_wait(r.handler(f));
+    f.advance(5ms);
+    t.reset_after(300ms); // due at 305 ms: beyond level 1 of a 16-slot wheel
+    f.advance(4ms);
+    t.reset_after(5000ms); // due at 5009 ms
+    const auto expiry = t.expiry();
+    while (r.calls == 0 && f.svc.now() < start + 6s) f.advance(1ms);
+    BOOST_TEST(r.calls == 1);
+    BOOST_TEST(!r.ec);
+    BOOST_TEST((r.at == expiry)); // not before, and not a tick late
+    BOOST_TEST(f.svc.stats().expired == 1u);
+  }
+}
+
 // ---- out-of-range times ----
 
 BOOST_AUTO_TEST_CASE(time_point_max_and_duration_max_stay_pending_until_cancelled) {
