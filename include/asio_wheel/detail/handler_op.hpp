@@ -9,8 +9,8 @@
 // outside the lock.
 //
 // Memory comes from the handler's associated allocator (op_memory.hpp's per-thread
-// cache when it has none) and is given back before the upcall, so the handler can start the
-// next operation with the same block. Delivery follows Asio's rules: a handler whose
+// cache when it has none) and is given back before the upcall, so the handler can
+// start the next operation with the same block. Delivery follows Asio's rules: a handler whose
 // associated executor is the plain executor of the wheel's io_context is invoked
 // directly by the service's step, which already runs on that context; any other
 // (a strand, another context) gets the handler through boost::asio::dispatch, with

@@ -4,8 +4,8 @@
 // Asio's recycling_allocator caches blocks only inside run() on the thread, and only a
 // couple of them; a server that starts its waits from outside a handler, or cancels a
 // batch of them at once, goes to malloc for each. Here each thread keeps its own free
-// lists, by size class, of up to `max_cached` blocks each: a block freed on one thread
-// is reused by the next operation started on it, whichever thread allocated it first.
+// lists, by size class, of up to op_memory_max_cached blocks each: a block freed on one
+// thread is reused by the next operation started on it, whichever thread allocated it.
 // No locks and no sharing; what a thread holds is freed when it exits.
 #ifndef ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
 #define ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
