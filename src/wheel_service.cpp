@@ -81,14 +81,6 @@ time_point wheel_service::now() const {
   return manual_now_;
 }
 
-tick_t wheel_service::to_tick(time_point t) const noexcept {
-  if (t == time_point::max()) return never_tick;
-  if (t <= epoch_) return 0;
-  const auto since = static_cast<std::uint64_t>((t - epoch_).count());
-  const auto tick = static_cast<std::uint64_t>(tick_);
-  return since / tick + (since % tick != 0);
-}
-
 time_point wheel_service::tick_time(tick_t k) const noexcept {
   const auto room = static_cast<std::uint64_t>((time_point::max() - epoch_).count());
   if (k > room / static_cast<std::uint64_t>(tick_)) return time_point::max();
@@ -247,7 +239,7 @@ std::size_t wheel_service::expires_at(detail::wait_entry& e, time_point t) {
   return n;
 }
 
-void wheel_service::reset_earlier_locked(detail::wait_entry& e, time_point t) {
+void wheel_service::reset_locked(detail::wait_entry& e, time_point t) {
   e.expiry = t;
   if (!e.waits.empty()) schedule_entry_locked(e, to_tick(t));
 }
@@ -331,13 +323,8 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
       taken += entry->on_due(*entry, batch);
       continue;
     }
-    auto& timer = static_cast<detail::wait_entry&>(*entry);
-    // Its expiry moved later (reset_at) after it was placed: back on the wheel.
-    if (const tick_t k = to_tick(timer.expiry); k > wheel_.now()) {
-      schedule_entry_locked(timer, k);
-      continue;
-    }
     // A timer: all its waits complete with success.
+    auto& timer = static_cast<detail::wait_entry&>(*entry);
     // Expiries before the wheel existed count from its start (no overflow from
     // time_point::min()).
     const time_point expiry = std::max(timer.expiry, epoch_);

@@ -335,8 +335,8 @@ BOOST_AUTO_TEST_CASE(repeated_resets_fire_once_at_the_last_deadline) {
 }
 
 BOOST_AUTO_TEST_CASE(a_later_reset_fires_on_the_tick_of_the_new_expiry_across_levels) {
-  // A later reset leaves the entry where it was; it comes up at its old tick, on
-  // whatever level it cascaded to, and must be put back, not completed.
+  // A later reset leaves the entry in its slot with the new deadline; when that slot
+  // comes up, on whatever level, the entry must be re-placed, not completed.
   for (auto o : {manual_options(1, 16), manual_options(2, 16), manual_options(4, 16)}) {
     fixture f(o);
     const auto start = f.svc.now();

@@ -110,18 +110,19 @@ public:
   std::size_t expires_at(detail::wait_entry& e, time_point t);
   // Moves the expiry; pending waits stay and complete at the new one. O(1).
   //
-  // A later expiry is only stored: the entry stays where it is on the wheel, comes up
-  // at its old deadline tick, and collect_locked() puts it back for the expiry it finds
-  // then (so e.deadline <= to_tick(e.expiry) always holds for a timer's entry). That is
-  // the idle-connection path: a load, a compare and a store, inline, with no clock read
-  // beyond deadline_after()'s. An earlier expiry moves the entry (reset_earlier_locked).
+  // A later expiry, on an entry in a slot, only overwrites the expiry and the entry's
+  // deadline tick, inline: the wheel's lazy rule lets it stay in a slot that comes due
+  // before its deadline, and re-places it when that slot comes up, in deadline order.
+  // That is the idle-connection path: no relink, no call, no clock read beyond
+  // deadline_after()'s. Any other move goes through the wheel (reset_locked).
   void reset_at(detail::wait_entry& e, time_point t) {
     auto guard = lock();
-    if (t >= e.expiry) {
+    if (t >= e.expiry && e.in_slot()) {
       e.expiry = t;
+      detail::wheel::postpone(e, to_tick(t));
       return;
     }
-    reset_earlier_locked(e, t);
+    reset_locked(e, t);
   }
   // The owner of `from` moved to where `to` is: `to` takes over its place and waits.
   void move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept;
@@ -158,7 +159,14 @@ public:
 private:
   void shutdown() override;
 
-  detail::tick_t to_tick(time_point t) const noexcept;   // rounds up: never early
+  // Rounds up: never early.
+  detail::tick_t to_tick(time_point t) const noexcept {
+    if (t == time_point::max()) return detail::never_tick;
+    if (t <= epoch_) return 0;
+    const auto since = static_cast<std::uint64_t>((t - epoch_).count());
+    const auto tick = static_cast<std::uint64_t>(tick_);
+    return since / tick + (since % tick != 0);
+  }
   time_point tick_time(detail::tick_t k) const noexcept;
   detail::tick_t floor_tick(time_point t) const noexcept; // rounds down
   void schedule_entry_locked(detail::service_entry& e, detail::tick_t k);
@@ -170,7 +178,7 @@ private:
   void collect_locked(detail::op_queue& batch, time_point now);
   void invoke(detail::op_queue& batch);
   std::size_t abort_waits_locked(detail::wait_entry& e);
-  void reset_earlier_locked(detail::wait_entry& e, time_point t);
+  void reset_locked(detail::wait_entry& e, time_point t);
 
   const wheel_options options_;
   mutable lock_type mutex_;

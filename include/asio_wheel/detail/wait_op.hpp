@@ -76,9 +76,7 @@ struct service_entry : wheel_entry {
 
 // The state of one timer: its expiry and the waits pending on it. While `waits` is
 // non-empty the entry is linked on the wheel (a slot, the due list or the never list),
-// which is how shutdown finds every pending operation. Its wheel deadline is never
-// later than to_tick(expiry), and lags behind it after a reset to a later expiry
-// (wheel_service::reset_at): the entry then comes up early and is put back.
+// which is how shutdown finds every pending operation.
 struct wait_entry : service_entry {
   std::chrono::steady_clock::time_point expiry{};
   op_queue waits;

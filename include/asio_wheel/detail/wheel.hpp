@@ -64,6 +64,7 @@ struct wheel_entry : entry_hook {
 
   bool linked() const noexcept { return where != unlinked; }
   bool is_due() const noexcept { return where == in_due; }
+  bool in_slot() const noexcept { return where < in_never; }
 };
 
 using entry_list = boost::intrusive::list<wheel_entry,
@@ -94,6 +95,10 @@ public:
 
   // Moves a linked entry to a new deadline, lazily when the new one is later.
   void reschedule(wheel_entry& e, tick_t deadline);
+
+  // reschedule() for the common case, inline: an entry in a slot (in_slot()) gets a
+  // later deadline (>= e.deadline). By the lazy rule it stays where it is.
+  static void postpone(wheel_entry& e, tick_t later) noexcept { e.deadline = later; }
 
   // Moves relinks `to` into the place of `from` (the owner object moved in memory).
   void replace(wheel_entry& from, wheel_entry& to) noexcept;
