@@ -13,6 +13,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace asio_wheel {
 
@@ -26,6 +27,8 @@ using time_point = wheel_service::time_point;
 using detail::never_tick;
 using detail::op_result;
 using detail::tick_t;
+
+constexpr std::size_t max_shards = 16;
 
 const wheel_options& validated(const wheel_options& o) {
   if (o.tick <= duration::zero())
@@ -41,6 +44,12 @@ const wheel_options& validated(const wheel_options& o) {
         "asio_wheel: wheel_options::levels * log2(slots) must not exceed 64 (the tick "
         "counter's bits), got " + std::to_string(o.levels) + " levels of " +
         std::to_string(o.slots) + " slots");
+  if (o.shards > 1 && o.clock == clock_mode::manual)
+    throw std::invalid_argument("asio_wheel: wheel_options::shards > 1 needs clock_mode::steady "
+                                "(advance() moves one wheel)");
+  if (o.shards > max_shards)
+    throw std::invalid_argument("asio_wheel: wheel_options::shards must be at most " +
+                                std::to_string(max_shards) + ", got " + std::to_string(o.shards));
   return o;
 }
 
@@ -49,6 +58,14 @@ bool wants_locking(boost::asio::execution_context& ctx) {
   const int hint =
       boost::asio::use_service<boost::asio::detail::scheduler>(ctx).concurrency_hint();
   return hint != 1 && BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
+}
+
+// wheel_options::shards resolved. Without a lock there is one thread, and one wheel.
+std::size_t shard_count_for(boost::asio::execution_context& ctx, const wheel_options& o) {
+  if (o.shards != 0) return o.shards;
+  if (o.clock == clock_mode::manual || !wants_locking(ctx)) return 1;
+  const std::size_t threads = std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(threads, 1, max_shards);
 }
 
 } // namespace
@@ -63,7 +80,24 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_op
       wheel_(opts.slots, opts.levels),
       epoch_(clock_type::now()),
       tick_(opts.tick.count()),
-      manual_now_(epoch_) {}
+      manual_now_(epoch_),
+      first_(this) {
+  for (std::size_t i = shard_count_for(ctx, options_); i > 1; --i)
+    extra_shards_.push_back(
+        std::unique_ptr<wheel_service>(new wheel_service(ctx, options_, *this, shard_tag{})));
+}
+
+// A further shard: same options, same epoch (so that all shards tick together).
+wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
+                             wheel_service& first, shard_tag)
+    : service(ctx),
+      options_(opts),
+      mutex_(wants_locking(ctx)),
+      wheel_(opts.slots, opts.levels),
+      epoch_(first.epoch_),
+      tick_(opts.tick.count()),
+      manual_now_(epoch_),
+      first_(&first) {}
 
 wheel_service::~wheel_service() = default;
 
@@ -104,8 +138,27 @@ void wheel_service::advance(duration d) {
 }
 
 wheel_stats wheel_service::stats() const {
-  auto guard = lock();
-  return stats_;
+  wheel_stats sum;
+  {
+    auto guard = lock();
+    sum = stats_;
+  }
+  for (const auto& shard : extra_shards_) {
+    const wheel_stats s = shard->stats();
+    sum.pending += s.pending;
+    sum.expired += s.expired;
+    sum.cancelled += s.cancelled;
+    sum.rejected += s.rejected;
+    sum.wakeups += s.wakeups;
+    sum.max_lateness = std::max(sum.max_lateness, s.max_lateness);
+  }
+  return sum;
+}
+
+wheel_service& wheel_service::pick_shard() noexcept {
+  if (extra_shards_.empty()) return *this;
+  const std::size_t i = next_shard_.fetch_add(1, std::memory_order_relaxed) % shard_count();
+  return i == 0 ? *this : *extra_shards_[i - 1];
 }
 
 // ---- registration ----
@@ -116,9 +169,16 @@ void wheel_service::attach(const boost::asio::any_io_executor& ex) {
 }
 
 bool wheel_service::add_pending_locked() {
-  if (options_.max_pending != 0 && stats_.pending >= options_.max_pending) {
-    ++stats_.rejected;
-    return false;
+  if (options_.max_pending != 0) {
+    // The limit is over all shards: claim a place in shard 0's count.
+    std::atomic<std::size_t>& total = first_->total_pending_;
+    std::size_t n = total.load(std::memory_order_relaxed);
+    do {
+      if (n >= options_.max_pending) {
+        ++stats_.rejected;
+        return false;
+      }
+    } while (!total.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
   }
   // A pending wait is outstanding work of the context, as with steady_timer: held as
   // one tracked executor while anything is pending.
@@ -130,6 +190,7 @@ bool wheel_service::add_pending_locked() {
 void wheel_service::remove_pending_locked(op_result r, std::size_t n) noexcept {
   if (n == 0) return;
   stats_.pending -= n;
+  if (options_.max_pending != 0) first_->total_pending_.fetch_sub(n, std::memory_order_relaxed);
   if (r == op_result::success)
     stats_.expired += n;
   else
@@ -365,6 +426,7 @@ void wheel_service::invoke(detail::op_queue& batch) {
 }
 
 void wheel_service::shutdown() {
+  for (auto& shard : extra_shards_) shard->shutdown();
   detail::op_queue doomed;
   std::optional<boost::asio::steady_timer> driver;
   boost::asio::any_io_executor work;
@@ -377,6 +439,8 @@ void wheel_service::shutdown() {
     });
     wheel_.clear();
     doomed.splice_after(doomed.last(), ready_);
+    if (options_.max_pending != 0)
+      first_->total_pending_.fetch_sub(stats_.pending, std::memory_order_relaxed);
     stats_.pending = 0;
     armed_ = never_tick;
     driver.swap(driver_);

@@ -10,12 +10,14 @@
 #include <boost/asio.hpp>
 #include <boost/asio/as_tuple.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -825,11 +827,103 @@ BOOST_AUTO_TEST_CASE(stats_count_what_happened) {
   BOOST_TEST(s.max_lateness.count() == std::chrono::nanoseconds(4ms).count());
 }
 
+// ---- shards ----
+
+BOOST_AUTO_TEST_CASE(shard_count_follows_the_options_and_the_context) {
+  auto count = [](int hint, wheel_options o) {
+    asio::io_context io(hint);
+    return asio_wheel::install(io, o).shard_count();
+  };
+  wheel_options o;
+  BOOST_TEST(count(1, o) == 1u); // no lock, one thread: one wheel
+  o.clock = clock_mode::manual;
+  BOOST_TEST(count(4, o) == 1u); // advance() moves one wheel
+  o = wheel_options{};
+  const std::size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  BOOST_TEST(count(4, o) == std::min<std::size_t>(hw, 16));
+  o.shards = 3;
+  BOOST_TEST(count(1, o) == 3u); // asked for explicitly
+}
+
+BOOST_AUTO_TEST_CASE(shards_are_rejected_where_they_cannot_work) {
+  asio::io_context io;
+  wheel_options o;
+  o.shards = 2;
+  o.clock = clock_mode::manual;
+  BOOST_CHECK_THROW(asio_wheel::install(io, o), std::invalid_argument);
+  o.clock = clock_mode::steady;
+  o.shards = 17;
+  BOOST_CHECK_THROW(asio_wheel::install(io, o), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(timers_spread_over_shards_complete_never_early_and_are_counted_once) {
+  asio::io_context io;
+  wheel_options o;
+  o.shards = 4;
+  auto& svc = asio_wheel::install(io, o);
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  int fired = 0, aborted_count = 0, early = 0;
+  for (int i = 0; i < 40; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(io, std::chrono::milliseconds(1 + i % 5)));
+    auto expiry = timers.back()->expiry();
+    timers.back()->async_wait([&, expiry](error_code ec) {
+      if (ec == aborted) { ++aborted_count; return; }
+      ++fired;
+      if (std::chrono::steady_clock::now() < expiry) ++early;
+    });
+  }
+  for (int i = 0; i < 40; i += 8) timers[i]->cancel(); // on every shard in turn
+  BOOST_TEST(svc.stats().pending == 35u);
+  io.run();
+  BOOST_TEST(fired == 35);
+  BOOST_TEST(aborted_count == 5);
+  BOOST_TEST(early == 0);
+  const auto st = svc.stats();
+  BOOST_TEST(st.expired == 35u);
+  BOOST_TEST(st.cancelled == 5u);
+  BOOST_TEST(st.pending == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(max_pending_is_one_limit_over_all_shards) {
+  asio::io_context io;
+  wheel_options o;
+  o.shards = 4;
+  o.max_pending = 10;
+  auto& svc = asio_wheel::install(io, o);
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  int rejected = 0, other = 0;
+  for (int i = 0; i < 12; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(io, 1h));
+    timers.back()->async_wait([&](error_code ec) {
+      if (ec == asio_wheel::error::too_many_timers) ++rejected;
+      else ++other;
+    });
+  }
+  io.poll();
+  BOOST_TEST(rejected == 2);
+  BOOST_TEST(svc.stats().pending == 10u);
+  BOOST_TEST(svc.stats().rejected == 2u);
+  timers[0]->cancel(); // frees a place, whichever shard asks next
+  timers.push_back(std::make_unique<asio_wheel::timer>(io, 1h));
+  timers.back()->async_wait([&](error_code ec) {
+    if (ec == asio_wheel::error::too_many_timers) ++rejected;
+    else ++other;
+  });
+  io.poll();
+  BOOST_TEST(rejected == 2);
+  BOOST_TEST(svc.stats().pending == 10u);
+  for (auto& t : timers) t->cancel();
+  io.poll();
+  BOOST_TEST(other == 11); // 10 aborted now, 1 by the first cancel
+}
+
 // ---- the steady driver ----
 
 BOOST_AUTO_TEST_CASE(steady_mode_never_fires_early_and_wakes_only_for_occupied_ticks) {
   asio::io_context io;
-  auto& svc = asio::use_service<asio_wheel::wheel_service>(io);
+  wheel_options one_wheel; // wake-ups are counted per wheel: keep one
+  one_wheel.shards = 1;
+  auto& svc = asio_wheel::install(io, one_wheel);
   std::vector<std::unique_ptr<asio_wheel::timer>> timers;
   int early = 0, fired = 0;
   for (int i = 0; i < 20; ++i) {

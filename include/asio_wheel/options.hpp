@@ -21,6 +21,10 @@ struct wheel_options {
   std::size_t max_pending = 0;       // most waits on the wheel at once, 0 = unlimited
   std::size_t expiry_batch = 1024;   // most completions per driver step, 0 = unlimited
   clock_mode clock = clock_mode::steady; // manual: time moves only by advance()
+  // Independent wheels, each with its own lock and driver; I/O objects take turns at
+  // construction. 0: one per hardware thread (at most 16) when the context may run on
+  // several threads in steady mode, else 1. Expiry order holds within a shard.
+  std::size_t shards = 0;
 };
 
 // A snapshot of a wheel's counters (wheel_service::stats()).

@@ -30,10 +30,13 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace asio_wheel {
 
@@ -76,7 +79,11 @@ public:
   // to invoke them. std::logic_error in steady mode, std::invalid_argument if d < 0.
   void advance(duration d);
 
+  // Summed over the shards (max_lateness: the worst of them).
   wheel_stats stats() const;
+
+  // How many independent wheels the service runs (wheel_options::shards, resolved).
+  std::size_t shard_count() const noexcept { return 1 + extra_shards_.size(); }
 
   // ---- The implementation interface of asio_wheel's I/O objects. ----
   // Not for applications: these are the steps the I/O objects in this library are
@@ -85,6 +92,13 @@ public:
   // Gives the service an executor of its context for the driver and for posting
   // completions; the first call wins. Every I/O object calls it on construction.
   void attach(const boost::asio::any_io_executor& ex);
+
+  // The shard an I/O object constructed now lives on for good: the shards take turns,
+  // so that timers started from different threads mostly take different locks. Each
+  // shard is a wheel_service of its own (not registered with the context), owned and
+  // shut down by the registered one, which is shard 0. Every call of the interface
+  // below goes to the object's shard.
+  wheel_service& pick_shard() noexcept;
 
   // now() + d, saturated to the time_point range. In steady mode "now" is
   // detail::upper_clock::now(): never behind steady_clock, at most a few microseconds
@@ -157,6 +171,10 @@ public:
   };
 
 private:
+  struct shard_tag {};
+  wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
+                wheel_service& first, shard_tag);
+
   void shutdown() override;
 
   // Rounds up: never early.
@@ -198,6 +216,13 @@ private:
   bool shutdown_ = false;
 
   wheel_stats stats_;
+
+  // Shard 0 (the registered service) owns the others; every shard points at it.
+  wheel_service* const first_;
+  std::vector<std::unique_ptr<wheel_service>> extra_shards_;
+  std::atomic<std::size_t> next_shard_{0};
+  // Waits pending over all shards, counted only when max_pending is set (in shard 0).
+  std::atomic<std::size_t> total_pending_{0};
 };
 
 // Creates the context's wheel_service with these options. Throws std::invalid_argument
@@ -213,7 +238,8 @@ namespace detail {
 template <class Executor>
 wheel_service& use_wheel(const Executor& ex) {
   auto& svc = boost::asio::use_service<wheel_service>(
-      boost::asio::query(ex, boost::asio::execution::context));
+                  boost::asio::query(ex, boost::asio::execution::context))
+                  .pick_shard();
   svc.attach(ex);
   return svc;
 }
