@@ -1,8 +1,9 @@
-// wheel_service: one timing wheel per execution context, and install().
+// wheel_service: the timing wheels of an execution context, and install().
 //
-// The service owns the wheel, the lock and the driver: one boost::asio::steady_timer
+// A service (a shard) owns a wheel, a lock and a driver: one boost::asio::steady_timer
 // on the context, armed for the first tick at which a slot comes due and only while
-// something is on the wheel. When it fires, the service advances the wheel to the
+// something is on the wheel. The registered service is shard 0 and owns the others
+// (wheel_options::shards); each I/O object lives on one shard. When it fires, the service advances the wheel to the
 // current tick and hands the waits that came due to their handlers, at most
 // `expiry_batch` per step (the rest follow in a posted step, in order).
 //
@@ -11,9 +12,10 @@
 // wait completes exactly once. shutdown() (context destruction) destroys pending
 // handlers without invoking them.
 //
-// Thread safety: the service is safe to use from any thread; it takes a lock unless
-// the context was created with concurrency hint 1 or BOOST_ASIO_CONCURRENCY_HINT_UNSAFE,
-// in which case everything must happen on the one thread that runs the context.
+// Thread safety: the service is safe to use from any thread; each shard takes a lock
+// unless the context was created with concurrency hint 1 or
+// BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (one shard, one thread: everything must then
+// happen on the thread that runs the context).
 // The I/O objects themselves are, like steady_timer, not safe to share between
 // threads without a strand.
 #ifndef ASIO_WHEEL_WHEEL_SERVICE_HPP
