@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -201,6 +202,7 @@ void wheel_service::remove_pending_locked(op_result r, std::size_t n) noexcept {
 void wheel_service::complete_locked(detail::wait_op* op, op_result r) {
   op->set_result(r);
   ready_.push_back(*op);
+  ++ready_count_;
   post_step_locked();
 }
 
@@ -248,6 +250,7 @@ std::size_t wheel_service::abort_waits_locked(detail::wait_entry& e) {
     ready_.push_back(op);
     ++n;
   }
+  ready_count_ += n;
   if (n != 0) {
     // Post before releasing the pending count's work, so that the context never sees
     // zero outstanding work (and stops) while aborted handlers are queued.
@@ -368,13 +371,20 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
   const std::size_t budget =
       options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
                                  : options_.expiry_batch;
+  // Ready operations (aborted, refused) leave in one splice when they fit the budget:
+  // this runs under the lock that the threads starting and cancelling waits need.
   std::size_t taken = 0;
-  while (taken < budget && !ready_.empty()) {
-    detail::wait_op& op = ready_.front();
-    ready_.pop_front();
-    batch.push_back(op);
-    ++taken;
+  if (ready_count_ <= budget) {
+    batch.splice_after(batch.last(), ready_);
+    taken = ready_count_;
+  } else {
+    for (; taken < budget; ++taken) {
+      detail::wait_op& op = ready_.front();
+      ready_.pop_front();
+      batch.push_back(op);
+    }
   }
+  ready_count_ -= taken;
   if (taken >= budget || !wheel_.has_due()) return;
 
   while (taken < budget) {
@@ -413,8 +423,10 @@ void wheel_service::invoke(detail::op_queue& batch) {
     detail::op_queue& rest;
     ~requeue_rest() {
       if (rest.empty()) return;
+      const auto n = static_cast<std::size_t>(std::distance(rest.begin(), rest.end()));
       auto guard = self.lock();
       self.ready_.splice_after(self.ready_.before_begin(), rest);
+      self.ready_count_ += n;
       self.post_step_locked();
     }
   } guard{*this, batch};
@@ -439,6 +451,7 @@ void wheel_service::shutdown() {
     });
     wheel_.clear();
     doomed.splice_after(doomed.last(), ready_);
+    ready_count_ = 0;
     if (options_.max_pending != 0)
       first_->total_pending_.fetch_sub(stats_.pending, std::memory_order_relaxed);
     stats_.pending = 0;

@@ -213,6 +213,7 @@ private:
   detail::tick_t armed_ = detail::never_tick; // tick the driver is armed for
 
   detail::op_queue ready_;             // handed over, to complete on the next step
+  std::size_t ready_count_ = 0;        // ready_'s length
   bool step_posted_ = false;
   bool disarm_posted_ = false;
   bool shutdown_ = false;
