@@ -892,23 +892,20 @@ BOOST_AUTO_TEST_CASE(max_pending_is_one_limit_over_all_shards) {
   auto& svc = asio_wheel::install(io, o);
   std::vector<std::unique_ptr<asio_wheel::timer>> timers;
   int rejected = 0, other = 0;
-  for (int i = 0; i < 12; ++i) {
+  auto start_one = [&] { // on the next shard in turn
     timers.push_back(std::make_unique<asio_wheel::timer>(io, 1h));
     timers.back()->async_wait([&](error_code ec) {
       if (ec == asio_wheel::error::too_many_timers) ++rejected;
       else ++other;
     });
-  }
+  };
+  for (int i = 0; i < 12; ++i) start_one();
   io.poll();
   BOOST_TEST(rejected == 2);
   BOOST_TEST(svc.stats().pending == 10u);
   BOOST_TEST(svc.stats().rejected == 2u);
   timers[0]->cancel(); // frees a place, whichever shard asks next
-  timers.push_back(std::make_unique<asio_wheel::timer>(io, 1h));
-  timers.back()->async_wait([&](error_code ec) {
-    if (ec == asio_wheel::error::too_many_timers) ++rejected;
-    else ++other;
-  });
+  start_one();
   io.poll();
   BOOST_TEST(rejected == 2);
   BOOST_TEST(svc.stats().pending == 10u);
