@@ -70,15 +70,12 @@ std::optional<sample> take_tight_sample() noexcept {
   return std::nullopt;
 }
 
-struct process_state {
-  std::optional<sample> tight_first = take_tight_sample();
-  bool usable = tight_first && tsc_is_the_clock();
-  sample first = tight_first.value_or(sample{});
-};
-
-const process_state& process() {
-  static const process_state s;
-  return s;
+// The process's first sample, or nothing when the TSC cannot be used (then now() reads
+// steady_clock).
+const std::optional<sample>& first_sample() {
+  static const std::optional<sample> first =
+      tsc_is_the_clock() ? take_tight_sample() : std::nullopt;
+  return first;
 }
 
 // Set when a check found an extrapolation behind steady_clock: then never again.
@@ -101,8 +98,8 @@ std::int64_t extrapolate(const anchor& a, std::uint64_t cycles) noexcept {
 }
 
 upper_clock::time_point refresh(anchor& a) noexcept {
-  const process_state& p = process();
-  if (!p.usable || failed.load(std::memory_order_relaxed)) {
+  const std::optional<sample>& first = first_sample();
+  if (!first || failed.load(std::memory_order_relaxed)) {
     a.mult = 0;
     return steady::now();
   }
@@ -117,8 +114,8 @@ upper_clock::time_point refresh(anchor& a) noexcept {
   a.tsc = s.tsc;
   a.ns = s.ns;
   a.mult = 0;
-  const std::int64_t baseline_ns = s.ns - p.first.ns;
-  const std::uint64_t baseline_cycles = s.tsc - p.first.tsc;
+  const std::int64_t baseline_ns = s.ns - first->ns;
+  const std::uint64_t baseline_cycles = s.tsc - first->tsc;
   if (baseline_ns >= min_baseline_ns && baseline_cycles > 0 &&
       !failed.load(std::memory_order_relaxed)) {
     const auto mult = static_cast<std::uint64_t>(
@@ -145,7 +142,7 @@ upper_clock::time_point upper_clock::now() noexcept {
 }
 
 bool upper_clock::extrapolating() noexcept {
-  return process().usable && calibrated.load(std::memory_order_relaxed) &&
+  return first_sample().has_value() && calibrated.load(std::memory_order_relaxed) &&
          !failed.load(std::memory_order_relaxed);
 }
 

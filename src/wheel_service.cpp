@@ -75,30 +75,24 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx)
     : wheel_service(ctx, wheel_options{}) {}
 
 wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts)
-    : service(ctx),
-      options_(validated(opts)),
-      mutex_(wants_locking(ctx)),
-      wheel_(opts.slots, opts.levels),
-      epoch_(clock_type::now()),
-      tick_(opts.tick.count()),
-      manual_now_(epoch_),
-      first_(this) {
+    : wheel_service(ctx, validated(opts), clock_type::now(), nullptr) {
   for (std::size_t i = shard_count_for(ctx, options_); i > 1; --i)
     extra_shards_.push_back(
-        std::unique_ptr<wheel_service>(new wheel_service(ctx, options_, *this, shard_tag{})));
+        std::unique_ptr<wheel_service>(new wheel_service(ctx, options_, epoch_, this)));
 }
 
-// A further shard: same options, same epoch (so that all shards tick together).
+// Shard 0 when `first` is null; a further shard otherwise, with shard 0's options and
+// epoch (so that all shards tick together).
 wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
-                             wheel_service& first, shard_tag)
+                             time_point epoch, wheel_service* first)
     : service(ctx),
       options_(opts),
       mutex_(wants_locking(ctx)),
       wheel_(opts.slots, opts.levels),
-      epoch_(first.epoch_),
+      epoch_(epoch),
       tick_(opts.tick.count()),
       manual_now_(epoch_),
-      first_(&first) {}
+      first_(first ? first : this) {}
 
 wheel_service::~wheel_service() = default;
 

@@ -2,10 +2,11 @@
 //
 // A service (a shard) owns a wheel, a lock and a driver: one boost::asio::steady_timer
 // on the context, armed for the first tick at which a slot comes due and only while
-// something is on the wheel. The registered service is shard 0 and owns the others
-// (wheel_options::shards); each I/O object lives on one shard. When it fires, the service advances the wheel to the
-// current tick and hands the waits that came due to their handlers, at most
-// `expiry_batch` per step (the rest follow in a posted step, in order).
+// something is on the wheel. When the driver fires, the service advances the wheel to
+// the current tick and hands the waits that came due to their handlers, at most
+// `expiry_batch` per step (the rest follow in a posted step, in order). The registered
+// service is shard 0 and owns the others (wheel_options::shards); each I/O object
+// lives on one shard.
 //
 // Guarantees: a wait never completes before its expiry by the service's clock; while
 // the context keeps up it completes within one tick (plus dispatch) after it. Each
@@ -173,9 +174,8 @@ public:
   };
 
 private:
-  struct shard_tag {};
   wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
-                wheel_service& first, shard_tag);
+                time_point epoch, wheel_service* first);
 
   void shutdown() override;
 
