@@ -72,10 +72,11 @@ void wheel::insert(wheel_entry& e, tick_t deadline) {
 
 void wheel::remove(wheel_entry& e) noexcept {
   if (!e.linked()) return;
+  const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
   e.unlink();
   e.where = wheel_entry::unlinked;
-  if (index < slots_ * levels_) {
+  if (slotted) {
     --slotted_;
     if (lists_[index].empty()) set_occupied(index, false);
   }
@@ -85,7 +86,7 @@ void wheel::reschedule(wheel_entry& e, tick_t deadline) {
   // Lazy rule: an entry may stay in any slot that comes due no later than its
   // deadline; it is re-placed when the slot comes up. That holds for every later
   // deadline, and for earlier ones down to the slot's start.
-  if (e.where < slots_ * levels_ && deadline != never_tick &&
+  if (e.in_slot() && deadline != never_tick &&
       deadline >= slot_due(e.where / slots_, e.where % slots_)) {
     e.deadline = deadline;
     return;
