@@ -22,8 +22,14 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       levels_(levels),
       shift_(static_cast<unsigned>(std::countr_zero(slots))),
       words_((slots + word_bits - 1) / word_bits),
+      top_base_(static_cast<std::uint32_t>((levels - 1) * slots)),
+      // (levels - 1) * shift_ <= 64 - shift_ < 64: the shift is defined.
+      top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
       lists_(new entry_list[slots * levels]),
-      bits_(levels * words_, 0) {}
+      bits_(levels * words_, 0),
+      top_due_(new tick_t[slots]) {
+  std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
+}
 
 std::size_t wheel::level_for(tick_t deadline) const noexcept {
   // The highest base-`slots` digit in which the deadline differs from now.
@@ -51,10 +57,18 @@ void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
 }
 
 void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
+  const bool was_empty = lists_[index].empty();
   lists_[index].push_back(e);
   e.where = index;
   ++slotted_;
   set_occupied(index, true);
+  if (is_top(index)) {
+    const tick_t start = top_slot_start(e.deadline);
+    assert(start > now_); // the deadline differs from now in the top digit or above
+    tick_t& due = top_due_[index - top_base_];
+    due = was_empty ? start : std::min(due, start);
+    top_next_ = std::min(top_next_, start);
+  }
 }
 
 void wheel::insert(wheel_entry& e, tick_t deadline) {
@@ -82,10 +96,10 @@ void wheel::remove(wheel_entry& e) noexcept {
   }
 }
 
-void wheel::reschedule(wheel_entry& e, tick_t deadline) {
+void wheel::reschedule_slow(wheel_entry& e, tick_t deadline) {
   // Lazy rule: an entry may stay in any slot that comes due no later than its
   // deadline; it is re-placed when the slot comes up. That holds for every later
-  // deadline, and for earlier ones down to the slot's start.
+  // deadline, and for earlier ones down to the slot's start; never_tick leaves.
   if (e.in_slot() && deadline != never_tick &&
       deadline >= slot_due(e.where / slots_, e.where % slots_)) {
     e.deadline = deadline;
@@ -120,25 +134,23 @@ std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noex
 }
 
 tick_t wheel::slot_due(std::size_t level, std::size_t slot) const noexcept {
+  // The top level comes due by the rotation of its earliest deadline.
+  if (level + 1 == levels_) return top_due_[slot];
   const unsigned low = static_cast<unsigned>(level) * shift_;
   const unsigned high = low + shift_;
   const std::size_t current = (now_ >> low) & (slots_ - 1);
-  const tick_t base = high_part(now_, high);
   // Below the top, occupied slots always lie ahead of the current digit in the
   // current rotation: an entry is placed where its deadline differs from now.
-  if (slot > current) return base | (tick_t{slot} << low);
-  // The top level wraps: a slot at or behind the current digit holds entries a later
-  // round away, and comes due in the next rotation.
-  if (level + 1 == levels_ && high < 64) return base + (tick_t{1} << high) + (tick_t{slot} << low);
-  return never_tick;
+  assert(slot > current);
+  (void)current;
+  return high_part(now_, high) | (tick_t{slot} << low);
 }
 
 tick_t wheel::next_slot_tick() const noexcept {
-  tick_t best = never_tick;
-  for (std::size_t level = 0; level < levels_; ++level) {
+  tick_t best = top_next_;
+  for (std::size_t level = 0; level + 1 < levels_; ++level) {
     const std::size_t current = (now_ >> (level * shift_)) & (slots_ - 1);
-    std::size_t slot = find_occupied(level, current + 1);
-    if (slot == slots_ && level + 1 == levels_) slot = find_occupied(level, 0);
+    const std::size_t slot = find_occupied(level, current + 1);
     if (slot < slots_) best = std::min(best, slot_due(level, slot));
   }
   return best;
@@ -147,8 +159,10 @@ tick_t wheel::next_slot_tick() const noexcept {
 void wheel::process_slot(std::size_t level, tick_t t) {
   const std::uint32_t index = slot_index(level, t);
   entry_list& list = lists_[index];
+  tick_t stays_until = never_tick; // top level: when the entries that stay come due
   for (auto it = list.begin(); it != list.end();) {
     wheel_entry& e = *it++;
+    assert(e.deadline != never_tick); // such entries live on the never list
     if (e.deadline <= t) {
       e.unlink();
       --slotted_;
@@ -162,10 +176,31 @@ void wheel::process_slot(std::size_t level, tick_t t) {
         e.unlink();
         --slotted_;
         link(e, target);
+      } else {
+        stays_until = std::min(stays_until, top_slot_start(e.deadline));
       }
     }
   }
-  if (list.empty()) set_occupied(index, false);
+  if (list.empty())
+    set_occupied(index, false);
+  else if (is_top(index))
+    top_due_[index - top_base_] = stays_until;
+}
+
+void wheel::process_top(tick_t t) {
+  const std::uint32_t index = slot_index(levels_ - 1, t);
+  // top_next_ is a lower bound: the slot at t may have emptied, or hold only entries
+  // of later rotations (whose entry that made the bound left).
+  if ((t & top_low_mask_) == 0 && occupied(index) && top_due_[index - top_base_] <= t)
+    process_slot(levels_ - 1, t);
+  recompute_top_next();
+}
+
+void wheel::recompute_top_next() noexcept {
+  top_next_ = never_tick;
+  const std::size_t top = levels_ - 1;
+  for (std::size_t slot = find_occupied(top, 0); slot < slots_; slot = find_occupied(top, slot + 1))
+    top_next_ = std::min(top_next_, top_due_[slot]);
 }
 
 void wheel::advance_to(tick_t to) {
@@ -175,10 +210,12 @@ void wheel::advance_to(tick_t to) {
       now_ = to;
       return;
     }
+    assert(t > now_);
     now_ = t;
     // Every level whose slot starts at t comes due; higher levels first, so that what
     // they cascade down with deadline t expires in this same tick.
-    for (std::size_t level = levels_; level-- > 0;) {
+    if (t >= top_next_) process_top(t);
+    for (std::size_t level = levels_ - 1; level-- > 0;) {
       const unsigned low = static_cast<unsigned>(level) * shift_;
       if (low != 0 && (t & ((tick_t{1} << low) - 1)) != 0) continue;
       if (occupied(slot_index(level, t))) process_slot(level, t);
@@ -200,6 +237,8 @@ void wheel::clear() noexcept {
   due_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);
   std::fill(bits_.begin(), bits_.end(), 0);
+  std::fill(top_due_.get(), top_due_.get() + slots_, never_tick);
+  top_next_ = never_tick;
   slotted_ = 0;
 }
 

@@ -1,8 +1,6 @@
 #include <asio_wheel/error.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/detail/concurrency_hint.hpp>
-#include <boost/asio/detail/scheduler.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
@@ -15,6 +13,13 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+// boost::asio::config (Asio 1.32, Boost 1.87) is the documented way to read a context's
+// concurrency hint; older Asio has none.
+#if __has_include(<boost/asio/config.hpp>)
+#include <boost/asio/config.hpp>
+#define ASIO_WHEEL_HAS_ASIO_CONFIG 1
+#endif
 
 namespace asio_wheel {
 
@@ -54,17 +59,29 @@ const wheel_options& validated(const wheel_options& o) {
   return o;
 }
 
-// Locking is off only where Asio's own scheduler promises a single thread.
-bool wants_locking(boost::asio::execution_context& ctx) {
-  const int hint =
-      boost::asio::use_service<boost::asio::detail::scheduler>(ctx).concurrency_hint();
-  return hint != 1 && BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
+// wheel_options::locking resolved (see locking_mode).
+bool wants_locking(boost::asio::execution_context& ctx, const wheel_options& o) {
+  switch (o.locking) {
+  case locking_mode::on: return true;
+  case locking_mode::off: return false;
+  case locking_mode::automatic: break;
+  }
+#ifdef ASIO_WHEEL_HAS_ASIO_CONFIG
+  // The keys Asio's own scheduler reads: a hint of 1 means one thread runs the context,
+  // and locking == false that nothing may touch it from another.
+  const boost::asio::config config(ctx);
+  return config.get("scheduler", "concurrency_hint", 0) != 1 &&
+         config.get("scheduler", "locking", true);
+#else
+  (void)ctx;
+  return true;
+#endif
 }
 
 // wheel_options::shards resolved. Without a lock there is one thread, and one wheel.
 std::size_t shard_count_for(boost::asio::execution_context& ctx, const wheel_options& o) {
   if (o.shards != 0) return o.shards;
-  if (o.clock == clock_mode::manual || !wants_locking(ctx)) return 1;
+  if (o.clock == clock_mode::manual || !wants_locking(ctx, o)) return 1;
   const std::size_t threads = std::thread::hardware_concurrency();
   return std::clamp<std::size_t>(threads, 1, max_shards);
 }
@@ -87,7 +104,7 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_op
                              time_point epoch, wheel_service* first)
     : service(ctx),
       options_(opts),
-      mutex_(wants_locking(ctx)),
+      mutex_(wants_locking(ctx, opts)),
       wheel_(opts.slots, opts.levels),
       epoch_(epoch),
       tick_(opts.tick.count()),
@@ -158,9 +175,11 @@ wheel_service& wheel_service::pick_shard() noexcept {
 
 // ---- registration ----
 
-void wheel_service::attach(const boost::asio::any_io_executor& ex) {
+void wheel_service::attach(const boost::asio::any_io_executor& context_ex) {
   auto guard = lock();
-  if (!executor_) executor_ = ex;
+  // After shutdown the shard keeps no executor: nothing may outlive the services.
+  if (!attached_.load(std::memory_order_relaxed) && !shutdown_) executor_ = context_ex;
+  attached_.store(true, std::memory_order_release);
 }
 
 bool wheel_service::add_pending_locked() {
@@ -204,23 +223,14 @@ void wheel_service::schedule_locked(detail::service_entry& e, time_point t) {
   schedule_entry_locked(e, to_tick(t));
 }
 
-void wheel_service::schedule_entry_locked(detail::service_entry& e, tick_t k) {
-  if (e.linked())
-    wheel_.reschedule(e, k);
-  else
-    wheel_.insert(e, k);
-  if (e.is_due())
-    post_step_locked();
-  else if (k < armed_)
-    arm_locked();
-}
-
 void wheel_service::unschedule_locked(detail::service_entry& e) {
   wheel_.remove(e);
-  // The driver stays armed for a slot that may now be empty; it then wakes once for
-  // nothing. An empty wheel disarms it so that run() can return, but only after the
-  // handlers queued now have run: a request loop that removes its deadline and adds
-  // the next one (cancel_after) would otherwise re-arm the timerfd on every request.
+  disarm_when_idle_locked();
+}
+
+void wheel_service::disarm_when_idle_locked() {
+  // Posted, not at once: a request loop that removes its deadline and adds the next
+  // one (cancel_after) would otherwise re-arm the timerfd on every request.
   if (armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_) {
     disarm_posted_ = true;
     boost::asio::post(executor_, [this] {
@@ -275,16 +285,29 @@ std::size_t wheel_service::cancel(detail::wait_entry& e) {
   return abort_waits_locked(e);
 }
 
-bool wheel_service::cancel_op(detail::wait_entry& e, const void* key) {
+void wheel_service::abort_wait_after_locked(detail::wait_entry& e,
+                                            detail::op_queue::iterator prev) {
+  detail::wait_op* op = &*std::next(prev);
+  e.waits.erase_after(prev);
+  complete_locked(op, op_result::aborted);
+  remove_pending_locked(op_result::aborted);
+  if (e.waits.empty()) unschedule_locked(e);
+}
+
+std::size_t wheel_service::cancel_one(detail::wait_entry& e) {
   auto guard = lock();
+  if (e.waits.empty()) return 0;
+  abort_wait_after_locked(e, e.waits.before_begin());
+  return 1;
+}
+
+bool wheel_service::cancel_op(const detail::op_cancellation& c) {
+  auto guard = lock();
+  detail::wait_entry& e = *c.owner; // under the lock: a move may have re-pointed it
   for (auto prev = e.waits.before_begin(), it = e.waits.begin(); it != e.waits.end();
        prev = it++) {
-    if (it->cancel_key() != key) continue;
-    detail::wait_op* op = &*it;
-    e.waits.erase_after(prev);
-    complete_locked(op, op_result::aborted);
-    remove_pending_locked(op_result::aborted);
-    if (e.waits.empty()) unschedule_locked(e);
+    if (it->cancellation() != &c) continue;
+    abort_wait_after_locked(e, prev);
     return true;
   }
   return false;
@@ -297,18 +320,14 @@ std::size_t wheel_service::expires_at(detail::wait_entry& e, time_point t) {
   return n;
 }
 
-void wheel_service::reset_locked(detail::wait_entry& e, time_point t) {
-  e.expiry = t;
-  if (!e.waits.empty()) schedule_entry_locked(e, to_tick(t));
-}
-
 void wheel_service::move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept {
   auto guard = lock();
   to.expiry = from.expiry;
   to.waits.clear();
   to.waits.swap(from.waits);
   wheel_.replace(from, to);
-  for (auto& op : to.waits) op.rebind(&to);
+  for (auto& op : to.waits)
+    if (detail::op_cancellation* c = op.cancellation()) c->owner = &to;
 }
 
 // ---- driving ----
@@ -436,6 +455,7 @@ void wheel_service::shutdown() {
   detail::op_queue doomed;
   std::optional<boost::asio::steady_timer> driver;
   boost::asio::any_io_executor work;
+  boost::asio::any_io_executor executor;
   {
     auto guard = lock();
     shutdown_ = true;
@@ -452,6 +472,8 @@ void wheel_service::shutdown() {
     armed_ = never_tick;
     driver.swap(driver_);
     work.swap(work_);
+    executor.swap(executor_);
+    attached_.store(true, std::memory_order_release);
   }
   // Destroyed outside the lock: a handler's destructor may destroy I/O objects that
   // call back into the service (a coroutine frame owning a timer, say).
@@ -465,6 +487,11 @@ void wheel_service::shutdown() {
 // ---- errors ----
 
 namespace detail {
+
+void op_cancellation::operator()(boost::asio::cancellation_type type) {
+  using ct = boost::asio::cancellation_type;
+  if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none) service->cancel_op(*this);
+}
 
 boost::system::error_code to_error_code(op_result r) noexcept {
   switch (r) {

@@ -12,6 +12,17 @@ namespace asio_wheel {
 // manual: time stands still until wheel_service::advance() moves it (for tests).
 enum class clock_mode { steady, manual };
 
+// Whether a wheel takes a lock around its state.
+//   automatic  a lock, unless the context promises to run on one thread: a concurrency
+//              hint of 1 or BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (ASIO_... standalone),
+//              read through the context's configuration (boost::asio::config, Asio 1.32
+//              and later: Boost 1.87, standalone 1.32). Older Asio has no documented way
+//              to read the hint, so there `automatic` always locks.
+//   on         always a lock.
+//   off        no lock: the timers, the service and run() must then all be used from one
+//              thread at a time (like BOOST_ASIO_CONCURRENCY_HINT_UNSAFE for Asio itself).
+enum class locking_mode { automatic, on, off };
+
 // Options of a context's wheel; install() validates them. The defaults were chosen by
 // benchmark (see README, "Choosing tick, slots and levels").
 struct wheel_options {
@@ -22,9 +33,11 @@ struct wheel_options {
   std::size_t expiry_batch = 1024;   // most completions per driver step, 0 = unlimited
   clock_mode clock = clock_mode::steady; // manual: time moves only by advance()
   // Independent wheels, each with its own lock and driver; I/O objects take turns at
-  // construction. 0: one per hardware thread (at most 16) when the context may run on
-  // several threads in steady mode, else 1. Expiry order holds within a shard.
+  // construction. 0: one per hardware thread (at most 16) when the wheel locks in steady
+  // mode, else 1. Expiry order holds within a shard.
   std::size_t shards = 0;
+  // See locking_mode. `off` with several shards is allowed but pointless (one thread).
+  locking_mode locking = locking_mode::automatic;
 };
 
 // A snapshot of a wheel's counters (wheel_service::stats()).

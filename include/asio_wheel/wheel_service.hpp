@@ -13,15 +13,21 @@
 // wait completes exactly once. shutdown() (context destruction) destroys pending
 // handlers without invoking them.
 //
+// Executors: each shard runs its driver and steps on the plain executor of the context
+// (detail::context_executor), never on a user's strand and never tracking work; work
+// is tracked only while waits are pending. Handlers run on their own associated
+// executors. shutdown() releases every executor and every piece of work the service
+// holds, so the order in which the context destroys its services does not matter.
+//
 // Thread safety: the service is safe to use from any thread; each shard takes a lock
-// unless the context was created with concurrency hint 1 or
-// BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (one shard, one thread: everything must then
-// happen on the thread that runs the context).
+// unless wheel_options::locking says otherwise (see options.hpp: with `automatic`, no
+// lock only where the context promises one thread).
 // The I/O objects themselves are, like steady_timer, not safe to share between
 // threads without a strand.
 #ifndef ASIO_WHEEL_WHEEL_SERVICE_HPP
 #define ASIO_WHEEL_WHEEL_SERVICE_HPP
 
+#include <asio_wheel/detail/context_executor.hpp>
 #include <asio_wheel/detail/upper_clock.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/detail/wheel.hpp>
@@ -92,9 +98,11 @@ public:
   // Not for applications: these are the steps the I/O objects in this library are
   // made of, each taking the service's lock as needed.
 
-  // Gives the service an executor of its context for the driver and for posting
-  // completions; the first call wins. Every I/O object calls it on construction.
-  void attach(const boost::asio::any_io_executor& ex);
+  // Gives the shard the executor its driver and steps run on: the plain executor of
+  // the context (detail::context_executor). The first call wins; shutdown() releases it.
+  void attach(const boost::asio::any_io_executor& context_ex);
+  // True once attach() ran: an I/O object then skips deriving the executor.
+  bool attached() const noexcept { return attached_.load(std::memory_order_acquire); }
 
   // The shard an I/O object constructed now lives on for good: the shards take turns,
   // so that timers started from different threads mostly take different locks. Each
@@ -119,29 +127,26 @@ public:
   void start_wait(detail::wait_entry& e, detail::wait_op* op);
   // Completes every wait of `e` with operation_aborted; returns how many.
   std::size_t cancel(detail::wait_entry& e);
-  // Per-operation cancellation: completes the op whose cancel_key() is `key` with
-  // operation_aborted if it is still waiting on `e`; false if it is not (handed over
-  // for completion already, or the key is stale).
-  bool cancel_op(detail::wait_entry& e, const void* key);
+  // Completes the oldest wait of `e` with operation_aborted; returns 1, or 0 if none.
+  std::size_t cancel_one(detail::wait_entry& e);
+  // Per-operation cancellation: completes the op whose cancellation handler is `c`
+  // with operation_aborted if it is still waiting on c.owner; false if it is not
+  // (handed over for completion already, or `c` is stale).
+  bool cancel_op(const detail::op_cancellation& c);
   // cancel(e), then sets the expiry.
   std::size_t expires_at(detail::wait_entry& e, time_point t);
   // Moves the expiry; pending waits stay and complete at the new one. O(1).
   //
   // A later expiry, on an entry in a slot, only overwrites the expiry and the entry's
-  // deadline tick, inline: the wheel's lazy rule lets it stay in a slot that comes due
-  // before its deadline, and re-places it when that slot comes up, in deadline order.
-  // That is the idle-connection path: no relink, no call, no clock read beyond
-  // deadline_after()'s. Any other move goes through the wheel (reset_locked).
+  // deadline tick, inline (wheel::reschedule's lazy rule): that is the idle-connection
+  // path, with no relink, no call and no clock read beyond deadline_after()'s.
   void reset_at(detail::wait_entry& e, time_point t) {
     auto guard = lock();
-    if (t >= e.expiry && e.in_slot()) {
-      e.expiry = t;
-      detail::wheel::postpone(e, to_tick(t));
-      return;
-    }
-    reset_locked(e, t);
+    e.expiry = t;
+    if (!e.waits.empty()) schedule_entry_locked(e, to_tick(t));
   }
-  // The owner of `from` moved to where `to` is: `to` takes over its place and waits.
+  // The owner of `from` moved to where `to` is: `to` takes over its place and waits,
+  // and their cancellation handlers now point at `to`.
   void move_entry(detail::wait_entry& from, detail::wait_entry& to) noexcept;
 
   // Lower-level steps for owners with their own entries (delay queue elements,
@@ -189,7 +194,24 @@ private:
   }
   time_point tick_time(detail::tick_t k) const noexcept;
   detail::tick_t floor_tick(time_point t) const noexcept; // rounds down
-  void schedule_entry_locked(detail::service_entry& e, detail::tick_t k);
+  // Links or moves `e` to tick k, then makes the driver agree: a step if it is due now,
+  // an earlier arming if it comes before the armed tick, a disarm if it left the slots.
+  void schedule_entry_locked(detail::service_entry& e, detail::tick_t k) {
+    if (e.linked())
+      wheel_.reschedule(e, k);
+    else
+      wheel_.insert(e, k);
+    if (e.is_due())
+      post_step_locked();
+    else if (k < armed_)
+      arm_locked();
+    else if (k == detail::never_tick)
+      disarm_when_idle_locked();
+  }
+  // The driver stays armed for a slot that may now be empty; it then wakes once for
+  // nothing. An empty wheel disarms it, so that run() can return and no wake-up is
+  // spent, but only after the handlers queued now have run: see the definition.
+  void disarm_when_idle_locked();
   void arm_locked();
   void post_step_locked();
   void on_driver(const boost::system::error_code& ec);
@@ -198,7 +220,8 @@ private:
   void collect_locked(detail::op_queue& batch, time_point now);
   void invoke(detail::op_queue& batch);
   std::size_t abort_waits_locked(detail::wait_entry& e);
-  void reset_locked(detail::wait_entry& e, time_point t);
+  // Takes the wait after `prev` off `e` and completes it with operation_aborted.
+  void abort_wait_after_locked(detail::wait_entry& e, detail::op_queue::iterator prev);
 
   const wheel_options options_;
   mutable lock_type mutex_;
@@ -207,7 +230,8 @@ private:
   const duration::rep tick_;           // the tick in clock units
   time_point manual_now_;              // virtual time (manual mode)
 
-  boost::asio::any_io_executor executor_;     // of the context, set by attach()
+  std::atomic<bool> attached_{false};
+  boost::asio::any_io_executor executor_;     // the context's plain one, set by attach()
   boost::asio::any_io_executor work_;         // tracked while waits are pending
   std::optional<boost::asio::steady_timer> driver_;
   detail::tick_t armed_ = detail::never_tick; // tick the driver is armed for
@@ -237,14 +261,15 @@ wheel_service& install(boost::asio::execution_context& ctx, const wheel_options&
 namespace detail {
 
 // The wheel of `ex`'s execution context (created with defaults if it has none), with
-// `ex` attached for the driver: how every I/O object finds its service.
+// the context's plain executor attached for the driver: how every I/O object finds its
+// shard.
 template <class Executor>
 wheel_service& use_wheel(const Executor& ex) {
-  auto& svc = boost::asio::use_service<wheel_service>(
-                  boost::asio::query(ex, boost::asio::execution::context))
-                  .pick_shard();
-  svc.attach(ex);
-  return svc;
+  auto& shard = boost::asio::use_service<wheel_service>(
+                    boost::asio::query(ex, boost::asio::execution::context))
+                    .pick_shard();
+  if (!shard.attached()) shard.attach(context_executor(ex));
+  return shard;
 }
 
 } // namespace detail

@@ -133,7 +133,7 @@ private:
   }
 
   // The step runs it outside the lock (action::complete), or shutdown drops it.
-  static bool fire(wait_op* op, action a, void*) {
+  static bool fire(wait_op* op, action a) {
     auto* s = static_cast<deadline_state*>(op);
     emitter e(s);
     if (a != action::complete) return false;

@@ -61,19 +61,6 @@ auto op_allocator(const Handler& h) {
   return boost::asio::get_associated_allocator(h, op_recycling_allocator<void>());
 }
 
-// Per-operation cancellation: reaches the wait through its entry, looking it up by
-// this handler's own address (as Asio's timers do), so an emission after completion,
-// or on a signal whose op's memory was reused, is a harmless no-op while the timer lives.
-struct op_cancellation {
-  wheel_service* service;
-  wait_entry* entry;
-  void operator()(boost::asio::cancellation_type type) const {
-    using ct = boost::asio::cancellation_type;
-    if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
-      service->cancel_op(*entry, this);
-  }
-};
-
 // A timer's wait: the handler gets the error_code alone.
 class plain_wait_op : public wait_op {
 public:
@@ -121,15 +108,11 @@ private:
   void connect(wait_entry& e) {
     slot_type slot = boost::asio::get_associated_cancellation_slot(handler_);
     if (slot.is_connected())
-      this->set_cancel_key(&slot.template emplace<op_cancellation>(op_cancellation{service_, &e}));
+      this->set_cancellation(&slot.template emplace<op_cancellation>(op_cancellation{service_, &e}));
   }
 
-  static bool do_func(wait_op* base, action a, void* arg) {
+  static bool do_func(wait_op* base, action a) {
     auto* self = static_cast<handler_op*>(base);
-    if (a == action::rebind) {
-      self->connect(*static_cast<wait_entry*>(arg));
-      return false;
-    }
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
     work_type work(std::move(self->work_));

@@ -9,6 +9,7 @@
 
 #include <asio_wheel/detail/wheel.hpp>
 
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/intrusive/slist.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -16,7 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace asio_wheel {
+class wheel_service;
+}
+
 namespace asio_wheel::detail {
+
+struct wait_entry;
 
 // How an operation ended; kept in one byte and turned into an error_code on the way out.
 enum class op_result : std::uint8_t { success, aborted, too_many };
@@ -28,26 +35,24 @@ class wait_op : public boost::intrusive::slist_base_hook<
 public:
   enum class action : std::uint8_t {
     complete, // free the op, then deliver the handler with result()
-    destroy,  // free the op without invoking the handler (shutdown)
-    rebind    // the owning entry moved to `arg`: re-point the cancellation handler
+    destroy   // free the op without invoking the handler (shutdown)
   };
   // Returns, for action::complete, whether the handler was dispatched to an executor
   // other than the wheel context's own (then the step ends there: see invoke()).
-  using func_type = bool (*)(wait_op*, action, void* arg);
+  using func_type = bool (*)(wait_op*, action);
 
-  bool complete() { return func_(this, action::complete, nullptr); }
-  void destroy() { func_(this, action::destroy, nullptr); }
-  void rebind(void* new_owner) { func_(this, action::rebind, new_owner); }
+  bool complete() { return func_(this, action::complete); }
+  void destroy() { func_(this, action::destroy); }
 
   op_result result() const noexcept { return result_; }
   void set_result(op_result r) noexcept { result_ = r; }
 
-  // Identifies the op to its per-operation cancellation handler: the address of that
-  // handler object, which lives in the user's cancellation signal. Not the op's own
-  // address, which the allocator may hand to a later op while a stale handler is
-  // still installed in an old signal.
-  const void* cancel_key() const noexcept { return cancel_key_; }
-  void set_cancel_key(const void* key) noexcept { cancel_key_ = key; }
+  // The op's per-operation cancellation handler, which lives in the user's
+  // cancellation signal (null when the handler has no slot). It also identifies the op
+  // to that handler: not the op's own address, which the allocator may hand to a later
+  // op while a stale handler is still installed in an old signal.
+  struct op_cancellation* cancellation() const noexcept { return cancellation_; }
+  void set_cancellation(struct op_cancellation* c) noexcept { cancellation_ = c; }
 
 protected:
   explicit wait_op(func_type f) noexcept : func_(f) {}
@@ -55,7 +60,7 @@ protected:
 
 private:
   func_type func_;
-  const void* cancel_key_ = nullptr;
+  struct op_cancellation* cancellation_ = nullptr;
   op_result result_ = op_result::success;
 };
 
@@ -63,6 +68,21 @@ private:
 // middle walks the list, which holds the waits of one timer (almost always one).
 using op_queue = boost::intrusive::slist<wait_op, boost::intrusive::cache_last<true>,
                                          boost::intrusive::constant_time_size<false>>;
+
+// The per-operation cancellation handler of a pending op, installed in the handler's
+// cancellation slot. It reaches the op through the entry that owns it, looking it up by
+// its own address (as Asio's timers do), so an emission after completion, or on a
+// signal whose op's memory was reused, is a harmless no-op while the owner lives.
+// `owner` is read and written only under the service's lock: when the owner moves
+// (a timer move), the service re-points it there, and an emission racing the move on
+// another thread finds the op in whichever entry holds it. The handler object itself
+// is never replaced while the op is pending, so the emitting thread never sees it
+// change under it.
+struct op_cancellation {
+  wheel_service* service;
+  wait_entry* owner;
+  void operator()(boost::asio::cancellation_type type); // src/wheel_service.cpp
+};
 
 // An entry on the wheel as the service sees it. `on_due` says what happens when its
 // deadline comes: nullptr marks a wait_entry (a timer), whose waits complete with

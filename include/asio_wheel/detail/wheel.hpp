@@ -17,8 +17,12 @@
 // entry either expires (deadline <= now) or is re-placed relative to the new `now`,
 // which always lands it on a lower level (cascading), or for the top level back in
 // the same slot when its deadline is a later rotation away. The top level thus keeps
-// Netty's rounds: the round count is (deadline - now) >> (levels * b), derived from
-// the deadline instead of stored. levels == 1 is exactly Netty's hashed wheel.
+// Netty's rounds (levels == 1 is Netty's hashed wheel), but a top slot does not come
+// due every rotation: it comes due at the start of the slot in the rotation of its
+// earliest deadline (top_due_, derived from the deadlines, a lower bound that entries
+// leaving never raise), and the wheel's next top-level tick is the least of those
+// (top_next_). So an entry rotations away costs no visit, and no wake-up, before its
+// own rotation: advancing a year with one far entry visits it once, not once a rotation.
 //
 // Never early: a deadline is a tick count rounded up by the caller, and an entry only
 // expires when the wheel has reached its deadline tick.
@@ -26,7 +30,8 @@
 // Lazy reset (tokio's rule, widened): a new deadline only overwrites `deadline` as long
 // as the entry's slot comes due no later than it (always so for a later deadline); the
 // entry is re-placed when the slot comes up. Only a deadline before the slot's start
-// relinks it.
+// relinks it, and so does never_tick, which moves the entry to the never list: a
+// deadline that never comes must cost no wake-up, however it was set.
 //
 // Finding work: each level keeps an occupancy bitmap, so the next tick at which any
 // slot comes due is a few word scans away; empty ticks cost nothing.
@@ -35,6 +40,7 @@
 
 #include <boost/intrusive/list.hpp>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -93,12 +99,17 @@ public:
   // Unlinks a linked entry; no effect on an unlinked one. O(1).
   void remove(wheel_entry& e) noexcept;
 
-  // Moves a linked entry to a new deadline, lazily when the new one is later.
-  void reschedule(wheel_entry& e, tick_t deadline);
-
-  // reschedule() for the common case, inline: an entry in a slot (in_slot()) gets a
-  // later deadline (>= e.deadline). By the lazy rule it stays where it is.
-  static void postpone(wheel_entry& e, tick_t later) noexcept { e.deadline = later; }
+  // Moves a linked entry to a new deadline, by the lazy rule. The common case is inline:
+  // an entry in a slot gets a later, finite deadline. Its slot comes due no later than
+  // its current deadline, hence no later than the new one: it stays, one store.
+  void reschedule(wheel_entry& e, tick_t deadline) {
+    assert(e.linked());
+    if (e.in_slot() && deadline >= e.deadline && deadline != never_tick) {
+      e.deadline = deadline;
+      return;
+    }
+    reschedule_slow(e, deadline);
+  }
 
   // Moves relinks `to` into the place of `from` (the owner object moved in memory).
   void replace(wheel_entry& from, wheel_entry& to) noexcept;
@@ -134,7 +145,15 @@ public:
   std::size_t levels() const noexcept { return levels_; }
 
 private:
+  void reschedule_slow(wheel_entry& e, tick_t deadline);
   std::size_t level_for(tick_t deadline) const noexcept;
+  bool is_top(std::uint32_t index) const noexcept { return index >= top_base_; }
+  // The first tick of the top-level slot that holds `deadline`, in its own rotation.
+  tick_t top_slot_start(tick_t deadline) const noexcept { return deadline & ~top_low_mask_; }
+  // Processes the top-level slot that starts at t if its rotation has come, then
+  // recomputes top_next_.
+  void process_top(tick_t t);
+  void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
   void link(wheel_entry& e, std::uint32_t index) noexcept;
   void process_slot(std::size_t level, tick_t t);
@@ -154,10 +173,17 @@ private:
   std::size_t levels_;
   unsigned shift_;           // log2(slots)
   std::size_t words_;        // bitmap words per level
+  std::uint32_t top_base_;   // (levels - 1) * slots: the top level's first list index
+  tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
   std::size_t slotted_ = 0;
   std::unique_ptr<entry_list[]> lists_;  // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
+  // Per top-level slot, while occupied: a lower bound of the tick at which it must be
+  // processed, top_slot_start() of its earliest deadline. top_next_: their least over
+  // the occupied slots, a lower bound too (entries leaving do not raise it).
+  std::unique_ptr<tick_t[]> top_due_;
+  tick_t top_next_ = never_tick;
   entry_list due_;
   entry_list never_;
 };

@@ -1,0 +1,101 @@
+// The executor a wheel runs its own work on (the driver's steady_timer, posted steps):
+// the plain executor of the execution context, derived from an I/O object's executor.
+//
+// Never the I/O object's executor itself. That may be a user's strand: every step, and
+// every plain handler the step invokes inline, would then run inside one connection's
+// strand. It may track work: run() would never return. And it may belong to a service
+// that is destroyed before ours (a strand's), so holding it would outlive its owner.
+// The executor returned here tracks no work, is not a strand, and refers only to the
+// context, which outlives its services.
+//
+// How it is found, by the executor's static type:
+//   - the context its executor reports (query(ex, execution::context)) has
+//     get_executor() (io_context, thread_pool, any concrete context): that executor;
+//   - a strand: the executor it wraps, recursively;
+//   - any_io_executor (whose context is only known as execution_context&): its target,
+//     after dropping tracked work and other preferences, when that is one of the
+//     above over io_context or thread_pool;
+//   - otherwise (a user's executor type inside an any_io_executor): that executor with
+//     work untracked, the one case where steps run on an executor of the user's.
+#ifndef ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
+#define ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/execution/blocking.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/execution/relationship.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+template <class Context, class = void>
+struct has_get_executor : std::false_type {};
+
+template <class Context>
+struct has_get_executor<Context, std::void_t<decltype(std::declval<Context&>().get_executor())>>
+    : std::true_type {};
+
+template <class Executor>
+struct is_strand : std::false_type {};
+
+template <class Inner>
+struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
+
+template <class Executor>
+boost::asio::any_io_executor context_executor(const Executor& ex);
+
+// any_io_executor: true, with `out` set, if its target is a `Candidate`.
+template <class Candidate>
+bool context_executor_of_target(const boost::asio::any_io_executor& ex,
+                                boost::asio::any_io_executor& out) {
+  const Candidate* target = ex.template target<Candidate>();
+  if (target) out = context_executor(*target);
+  return target != nullptr;
+}
+
+inline boost::asio::any_io_executor context_executor_of_erased(
+    const boost::asio::any_io_executor& ex) {
+  namespace execution = boost::asio::execution;
+  // With every preference at its default the target is the executor type itself, not a
+  // variant with tracked work, continuation or blocking.never bits.
+  const boost::asio::any_io_executor plain =
+      boost::asio::prefer(ex, execution::outstanding_work.untracked, execution::blocking.possibly,
+                          execution::relationship.fork);
+  using io_executor = boost::asio::io_context::executor_type;
+  using pool_executor = boost::asio::thread_pool::executor_type;
+  boost::asio::any_io_executor out;
+  if (context_executor_of_target<io_executor>(plain, out) ||
+      context_executor_of_target<pool_executor>(plain, out) ||
+      context_executor_of_target<boost::asio::strand<io_executor>>(plain, out) ||
+      context_executor_of_target<boost::asio::strand<pool_executor>>(plain, out) ||
+      context_executor_of_target<boost::asio::strand<boost::asio::any_io_executor>>(plain, out))
+    return out;
+  return plain;
+}
+
+template <class Executor>
+boost::asio::any_io_executor context_executor(const Executor& ex) {
+  auto& context = boost::asio::query(ex, boost::asio::execution::context);
+  using context_type = std::remove_reference_t<decltype(context)>;
+  if constexpr (has_get_executor<context_type>::value)
+    return context.get_executor();
+  else if constexpr (is_strand<Executor>::value)
+    return context_executor(ex.get_inner_executor());
+  else if constexpr (std::is_convertible_v<Executor, boost::asio::any_io_executor>)
+    return context_executor_of_erased(boost::asio::any_io_executor(ex));
+  else
+    static_assert(sizeof(Executor) == 0, "asio_wheel: an I/O object's executor must be an Asio "
+                                         "I/O executor (convertible to any_io_executor)");
+}
+
+} // namespace asio_wheel::detail
+
+#endif
