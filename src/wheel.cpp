@@ -92,7 +92,12 @@ void wheel::remove(wheel_entry& e) noexcept {
   e.where = wheel_entry::unlinked;
   if (slotted) {
     --slotted_;
-    if (lists_[index].empty()) set_occupied(index, false);
+    if (lists_[index].empty()) {
+      set_occupied(index, false);
+      // top_next_ may stay a lower bound, but not when the slot that made it is gone:
+      // an empty or stale top would cost a wake-up for nothing.
+      if (is_top(index) && top_due_[index - top_base_] == top_next_) recompute_top_next();
+    }
   }
 }
 

@@ -35,6 +35,10 @@ using detail::op_result;
 using detail::tick_t;
 
 constexpr std::size_t max_shards = 16;
+// The most slot lists all shards may hold together: 2^23 lists of 16 bytes, 128 MiB,
+// built in well under a second. (Every slot of every level of every shard is a list
+// head, allocated and constructed by install().)
+constexpr std::size_t max_slot_lists = std::size_t{1} << 23;
 
 const wheel_options& validated(const wheel_options& o) {
   if (o.tick <= duration::zero())
@@ -86,6 +90,21 @@ std::size_t shard_count_for(boost::asio::execution_context& ctx, const wheel_opt
   return std::clamp<std::size_t>(threads, 1, max_shards);
 }
 
+// The shard count, checked against the memory the geometry takes with it.
+std::size_t checked_shard_count(boost::asio::execution_context& ctx, const wheel_options& o) {
+  const std::size_t shards = shard_count_for(ctx, o);
+  // slots <= 2^20 and levels <= 64 (validated), shards <= 16: no overflow.
+  const std::size_t lists = o.slots * o.levels * shards;
+  if (lists > max_slot_lists)
+    throw std::invalid_argument(
+        "asio_wheel: wheel_options: " + std::to_string(o.slots) + " slots * " +
+        std::to_string(o.levels) + " levels * " + std::to_string(shards) +
+        " shards would take " + std::to_string(lists * sizeof(detail::entry_list) >> 20) +
+        " MiB of slot lists; at most " + std::to_string(max_slot_lists) +
+        " lists (128 MiB) are allowed: use fewer slots, levels or shards");
+  return shards;
+}
+
 } // namespace
 
 wheel_service::wheel_service(boost::asio::execution_context& ctx)
@@ -93,7 +112,7 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx)
 
 wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts)
     : wheel_service(ctx, validated(opts), clock_type::now(), nullptr) {
-  for (std::size_t i = shard_count_for(ctx, options_); i > 1; --i)
+  for (std::size_t i = checked_shard_count(ctx, options_); i > 1; --i)
     extra_shards_.push_back(
         std::unique_ptr<wheel_service>(new wheel_service(ctx, options_, epoch_, this)));
 }
@@ -154,6 +173,7 @@ wheel_stats wheel_service::stats() const {
   {
     auto guard = lock();
     sum = stats_;
+    sum.next_wakeup = tick_time(wheel_.next_slot_tick());
   }
   for (const auto& shard : extra_shards_) {
     const wheel_stats s = shard->stats();
@@ -163,6 +183,7 @@ wheel_stats wheel_service::stats() const {
     sum.rejected += s.rejected;
     sum.wakeups += s.wakeups;
     sum.max_lateness = std::max(sum.max_lateness, s.max_lateness);
+    sum.next_wakeup = std::min(sum.next_wakeup, s.next_wakeup);
   }
   return sum;
 }
@@ -404,7 +425,7 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
     auto* entry = static_cast<detail::service_entry*>(wheel_.pop_due());
     if (!entry) break;
     if (entry->on_due) {
-      taken += entry->on_due(*entry, batch);
+      taken += entry->on_due(*entry, batch, budget - taken);
       continue;
     }
     // A timer: all its waits complete with success.

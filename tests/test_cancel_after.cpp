@@ -21,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -30,6 +31,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -394,4 +396,44 @@ BOOST_AUTO_TEST_CASE(completion_races_the_deadline_across_threads) {
   for (auto& t : runners) t.join();
   BOOST_TEST(aborted + completed == rounds);
   BOOST_TEST_MESSAGE("aborted " << aborted << ", completed " << completed);
+}
+
+namespace {
+
+// An operation whose initiation names no I/O executor (a plain function object, as in
+// a hand-written async_initiate). It completes only when cancelled, through the
+// handler's associated executor.
+template <class Token>
+auto async_until_cancelled(Token&& token) {
+  return net::async_initiate<Token, void(error_code)>(
+      [](auto handler) {
+        using handler_type = decltype(handler);
+        auto slot = net::get_associated_cancellation_slot(handler);
+        auto held = std::make_shared<handler_type>(std::move(handler));
+        slot.assign([held](net::cancellation_type) {
+          auto ex = net::get_associated_executor(*held);
+          net::post(ex, [held] { std::move(*held)(net::error::operation_aborted); });
+        });
+      },
+      token);
+}
+
+} // namespace
+
+// Neither the initiation nor the handler names an executor: that does not compile (see
+// tests/compile_fail). With only the handler naming one, the deadline goes on the wheel
+// of that executor's context, and is emitted there.
+BOOST_AUTO_TEST_CASE(without_an_io_executor_the_deadline_lives_where_the_handler_is_bound) {
+  fixture f;
+  asio_wheel_test::manual_context other;
+  outcome o;
+  async_until_cancelled(cancel_after(10ms, net::bind_executor(other.io, record(o))));
+  f.advance(1h); // not on this context's wheel
+  other.settle();
+  BOOST_TEST(o.calls == 0);
+  other.advance(9ms);
+  BOOST_TEST(o.calls == 0);
+  other.advance(1ms);
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
 }

@@ -415,3 +415,23 @@ BOOST_AUTO_TEST_CASE(a_tick_allocates_only_its_operation) {
   BOOST_TEST(counts.deallocations == 1000u); // from the handler's allocator,
   BOOST_TEST(news == 0u);                    // and nothing from the heap
 }
+
+// A period shorter than the wheel's tick: the tick is due at 1 ms and the wheel can first
+// complete it at 10 ms. Before the fix that rounding counted as 9 missed periods.
+BOOST_AUTO_TEST_CASE(rounding_to_the_wheel_tick_is_never_counted_as_missed) {
+  for (auto policy : {missed_tick::skip, missed_tick::burst, missed_tick::delay}) {
+    fixture f(10ms);
+    periodic_timer t(f.io, 1ms, policy);
+    tick_record r;
+    tick(t, f, r);
+    f.advance(10ms);
+    BOOST_TEST(r.called);
+    BOOST_TEST(r.missed == 0u);
+    // Truly late: 25 periods after the rounded time.
+    tick(t, f, r);
+    f.svc.advance(40ms);
+    f.settle();
+    BOOST_TEST(r.called);
+    BOOST_TEST(r.missed >= 20u);
+  }
+}

@@ -980,3 +980,74 @@ BOOST_AUTO_TEST_CASE(reset_after_is_never_early_by_the_steady_clock) {
     BOOST_TEST((t.expiry() >= before + 10ms));
   }
 }
+
+// ---- deadlines at the ends of time, and geometry ----
+
+// A 1 ns tick and a wait at time_point::max() - 1 ns: the entry sits in the top level,
+// 2^32 ticks a rotation, rotations away. Advancing a year of virtual time must not
+// visit it once a rotation (before the fix: 7 million visits, 232 ms).
+BOOST_AUTO_TEST_CASE(a_wait_at_the_end_of_time_on_a_nanosecond_tick_completes_only_there) {
+  fixture f(manual_options(4, 256, 1ns));
+  asio_wheel::timer t(f.io, std::chrono::steady_clock::time_point::max() - 1ns);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.advance(24h * 365);
+  BOOST_TEST(r.calls == 0);
+  BOOST_TEST(f.svc.stats().pending == 1u);
+  f.advance(std::chrono::steady_clock::duration::max()); // saturates at the end of time
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+}
+
+// A reset to "never" on a wait already in a slot: it stays pending, costs nothing (the
+// wheel test checks it leaves the slots), and can be brought back.
+BOOST_AUTO_TEST_CASE(reset_to_never_keeps_the_wait_pending_until_reset_again) {
+  fixture f(manual_options(1, 16));
+  asio_wheel::timer t(f.io, 5ms);
+  recorder r;
+  t.async_wait(r.handler(f));
+  BOOST_TEST((f.svc.stats().next_wakeup == f.svc.now() + 5ms));
+  t.reset_at(std::chrono::steady_clock::time_point::max());
+  // Before the fix the entry kept its slot, which came due every rotation (19 wake-ups
+  // in 300 ms with these 16 slots of 1 ms): nothing may be left to wake up for.
+  BOOST_TEST((f.svc.stats().next_wakeup == std::chrono::steady_clock::time_point::max()));
+  f.advance(24h);
+  BOOST_TEST(r.calls == 0);
+  t.reset_after(2ms);
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+  t.expires_after(5ms);
+  t.async_wait(r.handler(f));
+  t.reset_after(std::chrono::steady_clock::duration::max());
+  BOOST_TEST((f.svc.stats().next_wakeup == std::chrono::steady_clock::time_point::max()));
+  f.advance(24h);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(t.cancel() == 1u);
+  f.settle();
+  BOOST_TEST(r.calls == 2);
+  BOOST_TEST(r.ec == aborted);
+}
+
+// The largest geometry that passes the per-wheel checks, times 16 shards, is 805 MB
+// of slot lists: install() says so instead of taking seconds to build it.
+BOOST_AUTO_TEST_CASE(install_rejects_a_geometry_too_large_to_build_and_says_why) {
+  asio::io_context io;
+  wheel_options o;
+  o.slots = std::size_t{1} << 20;
+  o.levels = 3;
+  o.shards = 16;
+  try {
+    asio_wheel::install(io, o);
+    BOOST_ERROR("accepted 2^20 slots * 3 levels * 16 shards");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("768 MiB") != std::string::npos, what);
+    BOOST_TEST(what.find("fewer slots, levels or shards") != std::string::npos, what);
+  }
+  o.shards = 1; // 48 MiB: allowed
+  o.clock = clock_mode::manual;
+  BOOST_TEST(asio_wheel::install(io, o).shard_count() == 1u);
+}

@@ -254,3 +254,71 @@ BOOST_AUTO_TEST_CASE(randomized_against_a_sorted_model) {
     }
   }
 }
+
+// A deadline that never comes, set on an entry in a slot: before the fix the lazy rule
+// kept it in its slot, which then came due again every top-level rotation (a wake-up
+// each time for nothing). It must leave the slots for the never list at once.
+BOOST_AUTO_TEST_CASE(rescheduling_to_never_leaves_the_slots_at_once) {
+  for (std::size_t levels : {1u, 2u, 4u}) {
+    wheel w(16, levels);
+    node n;
+    n.id = 1;
+    w.insert(n, 5);
+    BOOST_TEST(w.next_slot_tick() <= 5u);
+    w.reschedule(n, never_tick);
+    BOOST_TEST(n.linked());
+    BOOST_TEST(!n.in_slot());
+    BOOST_TEST(w.slotted() == 0u);
+    BOOST_TEST(w.next_slot_tick() == never_tick);
+    BOOST_TEST(advance(w, 1u << 24).empty());
+    w.reschedule(n, w.now() + 2); // and back, like any never entry
+    BOOST_TEST(advance(w, w.now() + 2) == std::vector<int>{1}, boost::test_tools::per_element());
+  }
+}
+
+// An entry many top-level rotations away comes due at the start of its own rotation's
+// slot, not once a rotation: before the fix a wait at time_point::max() with a 1 ns
+// tick was visited every 4.3 s of virtual time (232 ms to advance a year).
+BOOST_AUTO_TEST_CASE(an_entry_rotations_away_is_visited_only_in_its_own_rotation) {
+  wheel w(256, 4); // the top level spans 2^32 ticks
+  node far, near;
+  far.id = 1;
+  near.id = 2;
+  const tick_t deadline = (tick_t{1} << 52) + 12345;
+  w.insert(far, deadline);
+  const tick_t own_slot = deadline & ~((tick_t{1} << 24) - 1);
+  BOOST_TEST(w.next_slot_tick() == own_slot);
+  w.insert(near, 1000); // a nearer entry comes first (its level-1 slot starts at 768)
+  BOOST_TEST(w.next_slot_tick() == 768u);
+  BOOST_TEST(advance(w, 1000) == std::vector<int>{2}, boost::test_tools::per_element());
+  BOOST_TEST(w.next_slot_tick() == own_slot);
+  BOOST_TEST(advance(w, deadline - 1).empty());
+  BOOST_TEST(advance(w, deadline) == std::vector<int>{1}, boost::test_tools::per_element());
+  // The same on a single level (Netty's rounds): the slot waits for the entry's round.
+  wheel netty(16, 1);
+  node n;
+  n.id = 3;
+  netty.insert(n, 16 * 1000 + 3);
+  BOOST_TEST(netty.next_slot_tick() == 16u * 1000 + 3);
+}
+
+// Several entries in one top-level slot, rounds apart: the slot comes due once for each
+// round that holds an entry, and entries leaving never make anything fire early.
+BOOST_AUTO_TEST_CASE(a_top_slot_comes_due_for_each_round_it_holds) {
+  wheel w(16, 2); // top level: 16 slots of 16 ticks, rotation 256
+  std::vector<node> nodes(4);
+  const std::vector<tick_t> deadlines = {256 * 3 + 40, 256 * 7 + 41, 256 * 7 + 47, 256 * 20 + 33};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = static_cast<int>(i);
+    w.insert(nodes[i], deadlines[i]);
+  }
+  BOOST_TEST(w.next_slot_tick() == 256u * 3 + 32);
+  w.remove(nodes[0]); // the bound stays low: one visit for nothing, then the next round
+  BOOST_TEST(advance(w, 256 * 3 + 32).empty());
+  BOOST_TEST(w.next_slot_tick() == 256u * 7 + 32);
+  auto fired = run_ticks(w, 256 * 21);
+  BOOST_TEST(fired.size() == 3u);
+  BOOST_TEST(fired[1] == deadlines[1]);
+  BOOST_TEST(fired[2] == deadlines[2]);
+  BOOST_TEST(fired[3] == deadlines[3]);
+}

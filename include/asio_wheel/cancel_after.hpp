@@ -142,13 +142,23 @@ private:
   deadline_state* state_;
 };
 
-// The executor whose context's wheel holds the deadline and on which it is emitted.
+// The executor whose context's wheel holds the deadline and on which it is emitted:
+// the operation's I/O executor, else the one the handler names. With neither there is
+// no context to put the deadline on, and no safe place to emit the cancellation (a
+// default such as system_executor would emit on a thread of its own, racing the
+// operation), so that does not compile.
 template <class Initiation, class Handler>
 boost::asio::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
-  if constexpr (requires { init.get_executor(); })
+  if constexpr (has_get_executor<const Initiation>::value) {
     return init.get_executor();
-  else
+  } else {
+    static_assert(!std::is_same_v<boost::asio::associated_executor_t<Handler, no_associated_executor>,
+                                  no_associated_executor>,
+                  "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
+                  "and the handler names none: bind one (boost::asio::bind_executor) to say "
+                  "which context's wheel holds the deadline and where it is emitted");
     return boost::asio::get_associated_executor(h);
+  }
 }
 
 // Wraps the operation's initiation: starts the deadline around it.
@@ -226,11 +236,19 @@ struct associator<Associator, asio_wheel::detail::cancel_after_handler<Handler>,
 template <class Token, class... Signatures>
 struct async_result<asio_wheel::cancel_after_t<Token>, Signatures...>
     : async_result<Token, Signatures...> {
+  template <class RawToken>
+  using inner_token = std::conditional_t<std::is_const_v<std::remove_reference_t<RawToken>>,
+                                         const Token, Token>;
+
+  // The return type is spelled out, not deduced: Asio's completion_token_for checks
+  // call this with an archetype initiation, and deducing would instantiate the
+  // initiation's body (and its static_asserts) for that archetype.
   template <class Initiation, class RawToken, class... Args>
-  static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args) {
-    using inner_token = std::conditional_t<std::is_const_v<std::remove_reference_t<RawToken>>,
-                                           const Token, Token>;
-    return async_initiate<inner_token, Signatures...>(
+  static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args)
+      -> decltype(async_initiate<inner_token<RawToken>, Signatures...>(
+          std::declval<asio_wheel::detail::initiate_cancel_after<std::decay_t<Initiation>>>(),
+          std::declval<inner_token<RawToken>&>(), std::declval<Args>()...)) {
+    return async_initiate<inner_token<RawToken>, Signatures...>(
         asio_wheel::detail::initiate_cancel_after<std::decay_t<Initiation>>(
             std::forward<Initiation>(initiation), token.spec, token.type),
         token.token, std::forward<Args>(args)...);

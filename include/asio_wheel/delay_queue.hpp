@@ -19,9 +19,11 @@
 //
 // Costs: push O(1) with one allocation until the queue has recycled nodes (nodes are
 // kept for reuse until the queue is destroyed: memory follows the peak size); erase,
-// reset O(1); an expiry O(1) plus the sorted insert into the expired FIFO, O(1) unless
-// elements of one tick expire out of push order; async_take one allocation from the
-// handler's allocator.
+// reset O(1); an expiry O(1) on the wheel plus the insert into the expired set, a
+// search tree ordered by (expiry, push order): amortized O(1) when elements expire in
+// that order, O(log n) when the elements of one tick come out of it (the wheel keeps
+// no order inside a tick). Each expiry counts against wheel_options::expiry_batch.
+// async_take: one allocation from the handler's allocator.
 //
 // Thread safety: as basic_timer (one object not used from two threads at once). The
 // queue must be destroyed before its execution context.
@@ -51,7 +53,12 @@ namespace asio_wheel {
 
 template <class T, class Executor = boost::asio::any_io_executor>
 class basic_delay_queue {
-  static_assert(std::is_nothrow_move_constructible_v<T>,
+  static_assert(std::is_nothrow_destructible_v<T>,
+                "delay_queue elements are destroyed where an exception could not be "
+                "reported (the queue's destructor, a recycled node): T's destructor must "
+                "not throw");
+  // The move alone: is_nothrow_move_constructible would also test the destructor.
+  static_assert(noexcept(::new (static_cast<void*>(nullptr)) T(std::declval<T&&>())),
                 "delay_queue elements are moved under the wheel's lock: T's move "
                 "constructor must not throw");
   using state_type = detail::delay_queue_state<T>;

@@ -25,6 +25,11 @@ enum class locking_mode { automatic, on, off };
 
 // Options of a context's wheel; install() validates them. The defaults were chosen by
 // benchmark (see README, "Choosing tick, slots and levels").
+//
+// Memory: every slot of every level of every shard is a 16-byte list head, allocated
+// and constructed at install(): slots * levels * shards * 16 bytes (the defaults: 16 KiB
+// a shard). install() rejects geometries above 2^23 lists (128 MiB), such as 2^20 slots *
+// 3 levels * 16 shards, with std::invalid_argument.
 struct wheel_options {
   std::chrono::steady_clock::duration tick = std::chrono::milliseconds(1); // resolution
   std::size_t slots = 256;           // slots per level, power of two >= 2
@@ -48,6 +53,10 @@ struct wheel_stats {
   std::uint64_t rejected = 0;     // waits refused by max_pending
   std::uint64_t wakeups = 0;      // times the driving steady_timer fired
   std::chrono::nanoseconds max_lateness{0}; // worst completion time - expiry seen
+  // The start of the next wheel tick that holds a wait in a slot: when the driver next
+  // needs to wake (steady mode), or where advance() next finds work (manual mode).
+  // time_point::max() when nothing is in a slot (waits set to never cost no wake-up).
+  std::chrono::steady_clock::time_point next_wakeup = std::chrono::steady_clock::time_point::max();
 };
 
 } // namespace asio_wheel

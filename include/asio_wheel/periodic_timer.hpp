@@ -7,10 +7,11 @@
 //
 // A tick is evaluated when its entry comes due on the wheel (or at once, as if by
 // post, when async_tick is called after its due time has passed). With `now` the
-// service's clock then and `due` the tick's slot plus its jitter, `missed` = how many
-// periods late it is: floor((now - due) / period), 0 for a tick on time (rounding to
-// the wheel's tick never counts). What follows depends on the policy, as with tokio's
-// MissedTickBehavior:
+// service's clock then and `due` the tick's slot plus its jitter, rounded up to the
+// wheel's tick (the first time the wheel can complete it), `missed` = how many periods
+// late it is: floor((now - due) / period), 0 for a tick on time. So rounding never
+// counts, not even with a period shorter than the tick. What follows depends on the
+// policy, as with tokio's MissedTickBehavior:
 //   skip   the next tick is the first slot after now; the `missed` ones are dropped.
 //   burst  the next tick is slot + period: the missed ticks complete one by one,
 //          immediately, their `missed` counting down to 0.
@@ -112,22 +113,27 @@ struct periodic_state : service_entry {
 
   // The tick came due (lock held): hands it to the first waiting async_tick and moves
   // the schedule on by the policy.
-  static std::size_t tick_due(service_entry& e, op_queue& out) {
+  static std::size_t tick_due(service_entry& e, op_queue& out, std::size_t) {
     auto& s = static_cast<periodic_state&>(e);
     if (s.waits.waits.empty()) return 0; // its only wait was cancelled per-operation
     const steady_time now = s.service->now_locked();
     const steady_time slot = s.next;
+    // Late by whole periods after the first time the wheel could complete the tick.
+    const steady_time on_time = s.service->rounded_up(s.due);
     const std::uint64_t missed =
-        now > s.due ? static_cast<std::uint64_t>((now - s.due) / s.period) : 0;
+        now > on_time ? static_cast<std::uint64_t>((now - on_time) / s.period) : 0;
     switch (s.policy) {
     case missed_tick::burst:
       s.next = saturating_add(slot, s.period);
       break;
-    case missed_tick::skip:
-      // slot + missed * period <= now, so only the last step can overflow. The result
-      // is after now - period: at worst one slot whose jittered time is still ahead.
-      s.next = saturating_add(slot + static_cast<steady_duration::rep>(missed) * s.period, s.period);
+    case missed_tick::skip: {
+      // The slots whose time has passed, rounding or not, are dropped. slot + passed *
+      // period <= now, so only the last step can overflow. The result is after now -
+      // period: at worst one slot whose jittered time is still ahead.
+      const auto passed = now > s.due ? (now - s.due) / s.period : 0;
+      s.next = saturating_add(slot + passed * s.period, s.period);
       break;
+    }
     case missed_tick::delay:
       s.next = saturating_add(now, s.period);
       break;

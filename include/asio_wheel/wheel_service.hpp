@@ -163,6 +163,10 @@ public:
   // Queues `op` for completion with `r` on the next step (never inline).
   void complete_locked(detail::wait_op* op, detail::op_result r);
   bool stopped_locked() const noexcept { return shutdown_; }
+  // The time at which the wheel can first complete something due at t: t rounded up
+  // to the wheel's tick (time_point::max() if that is out of range). Lateness is
+  // measured from it, so that the rounding never counts as late.
+  time_point rounded_up(time_point t) const noexcept { return tick_time(to_tick(t)); }
   // now() for a caller that holds the lock (an on_due step, which runs under it).
   time_point now_locked() const noexcept {
     return options_.clock == clock_mode::steady ? clock_type::now() : manual_now_;

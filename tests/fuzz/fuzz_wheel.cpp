@@ -240,6 +240,11 @@ public:
   }
 
 private:
+  // The time of tick k (k small enough here not to overflow).
+  time_point tick_time(std::uint64_t k) const {
+    return epoch_ + static_cast<duration::rep>(k) * opts_.tick;
+  }
+
   std::uint64_t tick_of(time_point t) const {
     if (t == time_point::max()) return never;
     if (t <= epoch_) return 0;
@@ -568,9 +573,14 @@ private:
       if (!p.timer) continue;
       while (!p.ticks.empty() && tick_of(p.next) <= cur) {
         const time_point slot = p.next;
+        // Lateness counts from the slot rounded up to the wheel's tick; the slots
+        // skipped count from the slot itself.
+        const time_point on_time = tick_time(tick_of(slot));
         const std::uint64_t missed =
+            now_ > on_time ? static_cast<std::uint64_t>((now_ - on_time) / p.period) : 0;
+        const std::uint64_t passed =
             now_ > slot ? static_cast<std::uint64_t>((now_ - slot) / p.period) : 0;
-        p.next = add(add(slot, static_cast<duration::rep>(missed) * p.period), p.period);
+        p.next = add(add(slot, static_cast<duration::rep>(passed) * p.period), p.period);
         tick_rec& t = ticks_.at(p.ticks.front());
         p.ticks.erase(p.ticks.begin());
         t.state = ostate::success;

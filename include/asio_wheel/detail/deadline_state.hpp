@@ -124,7 +124,7 @@ private:
   }
 
   // The deadline came (lock held): queue the emission as an operation of the step.
-  static std::size_t due(service_entry& e, op_queue& out) {
+  static std::size_t due(service_entry& e, op_queue& out, std::size_t) {
     auto& s = static_cast<deadline_state&>(e);
     s.settle_count_locked(op_result::success);
     s.add_ref();

@@ -12,7 +12,7 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/intrusive/list.hpp>
+#include <boost/intrusive/set.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -44,7 +44,7 @@ template <class T>
 struct delay_node : service_entry {
   enum class state_type : std::uint8_t { free, scheduled, expired };
 
-  boost::intrusive::list_member_hook<> expired_hook; // in the owner's expired FIFO
+  boost::intrusive::set_member_hook<> expired_hook; // in the owner's expired set
   delay_queue_state<T>* owner = nullptr;
   std::optional<T> value;       // the element; moved-from once taken or erased
   std::chrono::steady_clock::time_point expiry{};
@@ -55,9 +55,11 @@ struct delay_node : service_entry {
   delay_node* next_all = nullptr;
 
   // Earlier expiry first; ties in push order.
-  bool before(const delay_node& o) const noexcept {
-    return expiry < o.expiry || (expiry == o.expiry && seq < o.seq);
-  }
+  struct before {
+    bool operator()(const delay_node& a, const delay_node& b) const noexcept {
+      return a.expiry < b.expiry || (a.expiry == b.expiry && a.seq < b.seq);
+    }
+  };
 };
 
 // Queue identities are never reused, so a key from another (even destroyed) queue is
@@ -70,15 +72,20 @@ template <class T>
 struct delay_queue_state : service_entry {
   using node = delay_node<T>;
   using node_state = typename node::state_type;
-  using expired_list = boost::intrusive::list<
-      node, boost::intrusive::member_hook<node, boost::intrusive::list_member_hook<>,
-                                          &node::expired_hook>,
+  // A search tree, not a FIFO: the wheel hands over the elements of one tick in
+  // insertion order, and the takes must see them by (expiry, push order). Inserting
+  // at the end, the usual place, is amortized O(1) with the end as hint.
+  using expired_set = boost::intrusive::multiset<
+      node,
+      boost::intrusive::member_hook<node, boost::intrusive::set_member_hook<>,
+                                    &node::expired_hook>,
+      boost::intrusive::compare<typename node::before>,
       boost::intrusive::constant_time_size<false>>;
 
   wheel_service* service = nullptr;
   const std::uint64_t id = ++delay_queue_ids;
   wait_entry takers;       // pending takes; on the never list while non-empty
-  expired_list expired;    // sorted by (expiry, push order)
+  expired_set expired;     // ordered by (expiry, push order)
   node* free_nodes = nullptr;
   node* all_nodes = nullptr;
   std::size_t size = 0;    // elements scheduled or expired
@@ -102,40 +109,42 @@ struct delay_queue_state : service_entry {
 
   // Moves the earliest expired element into `op` and gives its node back (lock held).
   void hand_front_locked(take_op<T>& op) {
-    node& n = expired.front();
-    expired.pop_front();
+    node& n = *expired.begin();
+    expired.erase(expired.begin());
     op.value.emplace(std::move(*n.value));
     release_locked(n);
   }
 
-  // An element came due: into the expired FIFO, at its place by (expiry, push order).
+  // An element came due: into the expired set, at its place by (expiry, push order).
   // Elements of one wheel tick come due in insertion order, not expiry order, so they
   // are only handed to takes by the dispatch step, which the wheel runs after them.
-  static std::size_t element_due(service_entry& e, op_queue&) {
+  // Counts as one against the step's expiry_batch, like a completion.
+  static std::size_t element_due(service_entry& e, op_queue&, std::size_t) {
     auto& n = static_cast<node&>(e);
     delay_queue_state& q = *n.owner;
     n.state = node_state::expired;
-    auto pos = q.expired.end();
-    while (pos != q.expired.begin() && n.before(*std::prev(pos))) --pos;
-    q.expired.insert(pos, n);
+    q.expired.insert(q.expired.end(), n);
     if (!q.takers.waits.empty()) q.dispatch_soon_locked();
-    return 0;
+    return 1;
   }
 
-  // Hands expired elements to waiting takes, both in order.
-  static std::size_t dispatch_due(service_entry& e, op_queue& out) {
+  // Hands expired elements to waiting takes, both in order, at most `budget`; if more
+  // could meet, the step comes back on the next driver step.
+  static std::size_t dispatch_due(service_entry& e, op_queue& out, std::size_t budget) {
     auto& q = static_cast<delay_queue_state&>(e);
     std::size_t n = 0;
-    while (!q.takers.waits.empty() && !q.expired.empty()) {
+    for (; n < budget && !q.takers.waits.empty() && !q.expired.empty(); ++n) {
       auto& op = static_cast<take_op<T>&>(q.takers.waits.front());
       q.takers.waits.pop_front();
       q.hand_front_locked(op);
       op.set_result(op_result::success);
       out.push_back(op);
       q.service->remove_pending_locked(op_result::success);
-      ++n;
     }
-    if (q.takers.waits.empty() && q.takers.linked()) q.service->unschedule_locked(q.takers);
+    if (q.takers.waits.empty() && q.takers.linked())
+      q.service->unschedule_locked(q.takers);
+    else if (!q.expired.empty())
+      q.dispatch_soon_locked();
     return n;
   }
 };

@@ -88,9 +88,13 @@ struct op_cancellation {
 // deadline comes: nullptr marks a wait_entry (a timer), whose waits complete with
 // success; other owners (delay queue elements, deadlines) plug in their own step. It
 // runs under the service's lock, appends the operations to complete to `out` and
-// returns how many it appended. Only wait_entry objects ever own operations.
+// returns how much of the step's expiry_batch it used: the operations it appended, or
+// 1 for an expiry that completes none itself (a delay-queue element), so that no kind
+// of expiry escapes the batch. `budget` (>= 1) is what is left of the batch; a step
+// with more to do than that puts its entry back on the wheel, due now, for the next
+// step. Only wait_entry objects ever own operations.
 struct service_entry : wheel_entry {
-  using due_func = std::size_t (*)(service_entry&, op_queue& out);
+  using due_func = std::size_t (*)(service_entry&, op_queue& out, std::size_t budget);
   due_func on_due = nullptr;
 };
 

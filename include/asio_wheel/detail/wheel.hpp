@@ -96,7 +96,9 @@ public:
   // never_tick to the never list.
   void insert(wheel_entry& e, tick_t deadline);
 
-  // Unlinks a linked entry; no effect on an unlinked one. O(1).
+  // Unlinks a linked entry; no effect on an unlinked one. O(1), but for emptying the
+  // top-level slot that comes due first: then a scan of the top level's bitmap and
+  // occupied slots finds the next one (entries that far away are rarely cancelled).
   void remove(wheel_entry& e) noexcept;
 
   // Moves a linked entry to a new deadline, by the lazy rule. The common case is inline:
@@ -180,8 +182,9 @@ private:
   std::unique_ptr<entry_list[]> lists_;  // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be
-  // processed, top_slot_start() of its earliest deadline. top_next_: their least over
-  // the occupied slots, a lower bound too (entries leaving do not raise it).
+  // processed, top_slot_start() of its earliest deadline (entries leaving do not raise
+  // it). top_next_: their least over the occupied slots, recomputed when the slot that
+  // holds it empties or is processed.
   std::unique_ptr<tick_t[]> top_due_;
   tick_t top_next_ = never_tick;
   entry_list due_;
