@@ -6,7 +6,7 @@ namespace asio_wheel::error {
 
 namespace {
 
-class wheel_category final : public boost::system::error_category {
+class wheel_category final : public error_category {
 public:
   const char* name() const noexcept override { return "asio_wheel"; }
   std::string message(int value) const override {
@@ -21,7 +21,7 @@ public:
 
 } // namespace
 
-const boost::system::error_category& category() noexcept {
+const error_category& category() noexcept {
   static const wheel_category instance;
   return instance;
 }

@@ -1,7 +1,7 @@
+#include <asio_wheel/detail/bits.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <algorithm>
-#include <bit>
 
 namespace asio_wheel::detail {
 
@@ -20,7 +20,7 @@ constexpr tick_t high_part(tick_t t, unsigned shift) noexcept {
 wheel::wheel(std::size_t slots, std::size_t levels)
     : slots_(slots),
       levels_(levels),
-      shift_(static_cast<unsigned>(std::countr_zero(slots))),
+      shift_(static_cast<unsigned>(countr_zero(slots))),
       words_((slots + word_bits - 1) / word_bits),
       top_base_(static_cast<std::uint32_t>((levels - 1) * slots)),
       // (levels - 1) * shift_ <= 64 - shift_ < 64: the shift is defined.
@@ -34,7 +34,7 @@ wheel::wheel(std::size_t slots, std::size_t levels)
 std::size_t wheel::level_for(tick_t deadline) const noexcept {
   // The highest base-`slots` digit in which the deadline differs from now.
   const tick_t diff = (now_ ^ deadline) | (slots_ - 1);
-  const unsigned high_bit = 63 - static_cast<unsigned>(std::countl_zero(diff));
+  const unsigned high_bit = 63 - static_cast<unsigned>(countl_zero(diff));
   const std::size_t level = high_bit / shift_;
   return level < levels_ ? level : levels_ - 1;
 }
@@ -118,11 +118,7 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
   to.deadline = from.deadline;
   to.where = from.where;
   if (!from.linked()) return;
-  entry_list& list = from.where == wheel_entry::in_due     ? due_
-                     : from.where == wheel_entry::in_never ? never_
-                                                            : lists_[from.where];
-  list.insert(entry_list::s_iterator_to(from), to);
-  from.unlink();
+  from.replace_with(to);
   from.where = wheel_entry::unlinked;
 }
 
@@ -132,7 +128,7 @@ std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noex
   std::size_t w = from / word_bits;
   std::uint64_t word = words[w] & (~std::uint64_t{0} << (from % word_bits));
   for (;;) {
-    if (word != 0) return w * word_bits + static_cast<std::size_t>(std::countr_zero(word));
+    if (word != 0) return w * word_bits + static_cast<std::size_t>(countr_zero(word));
     if (++w == words_) return slots_;
     word = words[w];
   }

@@ -1,29 +1,29 @@
 #include <asio_wheel/error.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/error.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
+#include <asio_wheel/detail/bits.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
-// boost::asio::config (Asio 1.32, Boost 1.87) is the documented way to read a context's
-// concurrency hint; older Asio has none.
-#if __has_include(<boost/asio/config.hpp>)
+// net::config (Asio 1.32: Boost 1.87, standalone 1.32) is the documented way to read a
+// context's concurrency hint; older Asio has none.
+#if defined(ASIO_WHEEL_STANDALONE) && __has_include(<asio/config.hpp>)
+#include <asio/config.hpp>
+#define ASIO_WHEEL_HAS_ASIO_CONFIG 1
+#elif !defined(ASIO_WHEEL_STANDALONE) && __has_include(<boost/asio/config.hpp>)
 #include <boost/asio/config.hpp>
 #define ASIO_WHEEL_HAS_ASIO_CONFIG 1
 #endif
 
 namespace asio_wheel {
 
-boost::asio::execution_context::id wheel_service::id;
+net::execution_context::id wheel_service::id;
 
 namespace {
 
@@ -43,12 +43,12 @@ constexpr std::size_t max_slot_lists = std::size_t{1} << 23;
 const wheel_options& validated(const wheel_options& o) {
   if (o.tick <= duration::zero())
     throw std::invalid_argument("asio_wheel: wheel_options::tick must be positive");
-  if (o.slots < 2 || o.slots > detail::wheel::max_slots || !std::has_single_bit(o.slots))
+  if (o.slots < 2 || o.slots > detail::wheel::max_slots || !detail::has_single_bit(o.slots))
     throw std::invalid_argument("asio_wheel: wheel_options::slots must be a power of two "
                                 "in [2, 1048576], got " + std::to_string(o.slots));
   if (o.levels == 0)
     throw std::invalid_argument("asio_wheel: wheel_options::levels must be at least 1");
-  const auto bits = static_cast<std::size_t>(std::countr_zero(o.slots));
+  const auto bits = static_cast<std::size_t>(detail::countr_zero(o.slots));
   if (o.levels > 64 / bits)
     throw std::invalid_argument(
         "asio_wheel: wheel_options::levels * log2(slots) must not exceed 64 (the tick "
@@ -64,7 +64,7 @@ const wheel_options& validated(const wheel_options& o) {
 }
 
 // wheel_options::locking resolved (see locking_mode).
-bool wants_locking(boost::asio::execution_context& ctx, const wheel_options& o) {
+bool wants_locking(net::execution_context& ctx, const wheel_options& o) {
   switch (o.locking) {
   case locking_mode::on: return true;
   case locking_mode::off: return false;
@@ -73,7 +73,7 @@ bool wants_locking(boost::asio::execution_context& ctx, const wheel_options& o) 
 #ifdef ASIO_WHEEL_HAS_ASIO_CONFIG
   // The keys Asio's own scheduler reads: a hint of 1 means one thread runs the context,
   // and locking == false that nothing may touch it from another.
-  const boost::asio::config config(ctx);
+  const net::config config(ctx);
   return config.get("scheduler", "concurrency_hint", 0) != 1 &&
          config.get("scheduler", "locking", true);
 #else
@@ -83,7 +83,7 @@ bool wants_locking(boost::asio::execution_context& ctx, const wheel_options& o) 
 }
 
 // wheel_options::shards resolved. Without a lock there is one thread, and one wheel.
-std::size_t shard_count_for(boost::asio::execution_context& ctx, const wheel_options& o) {
+std::size_t shard_count_for(net::execution_context& ctx, const wheel_options& o) {
   if (o.shards != 0) return o.shards;
   if (o.clock == clock_mode::manual || !wants_locking(ctx, o)) return 1;
   const std::size_t threads = std::thread::hardware_concurrency();
@@ -91,7 +91,7 @@ std::size_t shard_count_for(boost::asio::execution_context& ctx, const wheel_opt
 }
 
 // The shard count, checked against the memory the geometry takes with it.
-std::size_t checked_shard_count(boost::asio::execution_context& ctx, const wheel_options& o) {
+std::size_t checked_shard_count(net::execution_context& ctx, const wheel_options& o) {
   const std::size_t shards = shard_count_for(ctx, o);
   // slots <= 2^20 and levels <= 64 (validated), shards <= 16: no overflow.
   const std::size_t lists = o.slots * o.levels * shards;
@@ -107,10 +107,10 @@ std::size_t checked_shard_count(boost::asio::execution_context& ctx, const wheel
 
 } // namespace
 
-wheel_service::wheel_service(boost::asio::execution_context& ctx)
+wheel_service::wheel_service(net::execution_context& ctx)
     : wheel_service(ctx, wheel_options{}) {}
 
-wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts)
+wheel_service::wheel_service(net::execution_context& ctx, const wheel_options& opts)
     : wheel_service(ctx, validated(opts), clock_type::now(), nullptr) {
   for (std::size_t i = checked_shard_count(ctx, options_); i > 1; --i)
     extra_shards_.push_back(
@@ -119,7 +119,7 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_op
 
 // Shard 0 when `first` is null; a further shard otherwise, with shard 0's options and
 // epoch (so that all shards tick together).
-wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
+wheel_service::wheel_service(net::execution_context& ctx, const wheel_options& opts,
                              time_point epoch, wheel_service* first)
     : service(ctx),
       options_(opts),
@@ -132,10 +132,10 @@ wheel_service::wheel_service(boost::asio::execution_context& ctx, const wheel_op
 
 wheel_service::~wheel_service() = default;
 
-wheel_service& install(boost::asio::execution_context& ctx, const wheel_options& opts) {
+wheel_service& install(net::execution_context& ctx, const wheel_options& opts) {
   validated(opts);
   // make_service throws service_already_exists when a wheel is there already.
-  return boost::asio::make_service<wheel_service>(ctx, opts);
+  return net::make_service<wheel_service>(ctx, opts);
 }
 
 // ---- clock ----
@@ -196,7 +196,7 @@ wheel_service& wheel_service::pick_shard() noexcept {
 
 // ---- registration ----
 
-void wheel_service::attach(const boost::asio::any_io_executor& context_ex) {
+void wheel_service::attach(const net::any_io_executor& context_ex) {
   auto guard = lock();
   // After shutdown the shard keeps no executor: nothing may outlive the services.
   if (!attached_.load(std::memory_order_relaxed) && !shutdown_) executor_ = context_ex;
@@ -218,7 +218,7 @@ bool wheel_service::add_pending_locked() {
   // A pending wait is outstanding work of the context, as with steady_timer: held as
   // one tracked executor while anything is pending.
   if (stats_.pending++ == 0)
-    work_ = boost::asio::prefer(executor_, boost::asio::execution::outstanding_work.tracked);
+    work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
   return true;
 }
 
@@ -230,7 +230,7 @@ void wheel_service::remove_pending_locked(op_result r, std::size_t n) noexcept {
     stats_.expired += n;
   else
     stats_.cancelled += n;
-  if (stats_.pending == 0) work_ = boost::asio::any_io_executor();
+  if (stats_.pending == 0) work_ = net::any_io_executor();
 }
 
 void wheel_service::complete_locked(detail::wait_op* op, op_result r) {
@@ -254,7 +254,7 @@ void wheel_service::disarm_when_idle_locked() {
   // one (cancel_after) would otherwise re-arm the timerfd on every request.
   if (armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_) {
     disarm_posted_ = true;
-    boost::asio::post(executor_, [this] {
+    net::post(executor_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
       if (shutdown_ || armed_ == never_tick || wheel_.slotted() != 0) return;
@@ -306,11 +306,9 @@ std::size_t wheel_service::cancel(detail::wait_entry& e) {
   return abort_waits_locked(e);
 }
 
-void wheel_service::abort_wait_after_locked(detail::wait_entry& e,
-                                            detail::op_queue::iterator prev) {
-  detail::wait_op* op = &*std::next(prev);
-  e.waits.erase_after(prev);
-  complete_locked(op, op_result::aborted);
+void wheel_service::abort_wait_locked(detail::wait_entry& e, detail::wait_op& op) {
+  e.waits.remove(op);
+  complete_locked(&op, op_result::aborted);
   remove_pending_locked(op_result::aborted);
   if (e.waits.empty()) unschedule_locked(e);
 }
@@ -318,17 +316,16 @@ void wheel_service::abort_wait_after_locked(detail::wait_entry& e,
 std::size_t wheel_service::cancel_one(detail::wait_entry& e) {
   auto guard = lock();
   if (e.waits.empty()) return 0;
-  abort_wait_after_locked(e, e.waits.before_begin());
+  abort_wait_locked(e, e.waits.front());
   return 1;
 }
 
 bool wheel_service::cancel_op(const detail::op_cancellation& c) {
   auto guard = lock();
   detail::wait_entry& e = *c.owner; // under the lock: a move may have re-pointed it
-  for (auto prev = e.waits.before_begin(), it = e.waits.begin(); it != e.waits.end();
-       prev = it++) {
-    if (it->cancellation() != &c) continue;
-    abort_wait_after_locked(e, prev);
+  for (detail::wait_op& op : e.waits) {
+    if (op.cancellation() != &c) continue;
+    abort_wait_locked(e, op); // ends the walk: the queue changed
     return true;
   }
   return false;
@@ -356,7 +353,7 @@ void wheel_service::move_entry(detail::wait_entry& from, detail::wait_entry& to)
 void wheel_service::post_step_locked() {
   if (step_posted_ || !executor_) return;
   step_posted_ = true;
-  boost::asio::post(executor_, [this] { run_step(false); });
+  net::post(executor_, [this] { run_step(false); });
 }
 
 void wheel_service::arm_locked() {
@@ -372,11 +369,11 @@ void wheel_service::arm_locked() {
   armed_ = next;
   // Re-arming cancels the previous wait; its handler then sees operation_aborted.
   driver_->expires_at(tick_time(next));
-  driver_->async_wait([this](const boost::system::error_code& ec) { on_driver(ec); });
+  driver_->async_wait([this](const error_code& ec) { on_driver(ec); });
 }
 
-void wheel_service::on_driver(const boost::system::error_code& ec) {
-  if (ec == boost::asio::error::operation_aborted) return;
+void wheel_service::on_driver(const error_code& ec) {
+  if (ec == net::error::operation_aborted) return;
   {
     auto guard = lock();
     if (shutdown_) return;
@@ -409,7 +406,7 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
   // this runs under the lock that the threads starting and cancelling waits need.
   std::size_t taken = 0;
   if (ready_count_ <= budget) {
-    batch.splice_after(batch.last(), ready_);
+    batch.append(ready_);
     taken = ready_count_;
   } else {
     for (; taken < budget; ++taken) {
@@ -439,7 +436,7 @@ void wheel_service::collect_locked(detail::op_queue& batch, time_point now) {
     }
     std::size_t n = 0;
     for (auto& op : timer.waits) op.set_result(op_result::success), ++n;
-    batch.splice_after(batch.last(), timer.waits);
+    batch.append(timer.waits);
     remove_pending_locked(op_result::success, n);
     taken += n;
   }
@@ -457,9 +454,9 @@ void wheel_service::invoke(detail::op_queue& batch) {
     detail::op_queue& rest;
     ~requeue_rest() {
       if (rest.empty()) return;
-      const auto n = static_cast<std::size_t>(std::distance(rest.begin(), rest.end()));
+      const std::size_t n = rest.count();
       auto guard = self.lock();
-      self.ready_.splice_after(self.ready_.before_begin(), rest);
+      self.ready_.prepend(rest);
       self.ready_count_ += n;
       self.post_step_locked();
     }
@@ -474,18 +471,18 @@ void wheel_service::invoke(detail::op_queue& batch) {
 void wheel_service::shutdown() {
   for (auto& shard : extra_shards_) shard->shutdown();
   detail::op_queue doomed;
-  std::optional<boost::asio::steady_timer> driver;
-  boost::asio::any_io_executor work;
-  boost::asio::any_io_executor executor;
+  std::optional<net::steady_timer> driver;
+  net::any_io_executor work;
+  net::any_io_executor executor;
   {
     auto guard = lock();
     shutdown_ = true;
     wheel_.for_each([&doomed](detail::wheel_entry& e) {
       auto& entry = static_cast<detail::service_entry&>(e);
-      if (!entry.on_due) doomed.splice_after(doomed.last(), static_cast<detail::wait_entry&>(entry).waits);
+      if (!entry.on_due) doomed.append(static_cast<detail::wait_entry&>(entry).waits);
     });
     wheel_.clear();
-    doomed.splice_after(doomed.last(), ready_);
+    doomed.append(ready_);
     ready_count_ = 0;
     if (options_.max_pending != 0)
       first_->total_pending_.fetch_sub(stats_.pending, std::memory_order_relaxed);
@@ -509,15 +506,15 @@ void wheel_service::shutdown() {
 
 namespace detail {
 
-void op_cancellation::operator()(boost::asio::cancellation_type type) {
-  using ct = boost::asio::cancellation_type;
+void op_cancellation::operator()(net::cancellation_type type) {
+  using ct = net::cancellation_type;
   if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none) service->cancel_op(*this);
 }
 
-boost::system::error_code to_error_code(op_result r) noexcept {
+error_code to_error_code(op_result r) noexcept {
   switch (r) {
   case op_result::success: return {};
-  case op_result::aborted: return boost::asio::error::operation_aborted;
+  case op_result::aborted: return net::error::operation_aborted;
   case op_result::too_many: return error::make_error_code(error::too_many_timers);
   }
   return {};

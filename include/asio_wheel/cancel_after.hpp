@@ -30,14 +30,7 @@
 #include <asio_wheel/detail/handler_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/associator.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/execution_context.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <chrono>
 #include <type_traits>
@@ -50,36 +43,36 @@ template <class Token>
 class cancel_after_t {
 public:
   template <class T>
-  cancel_after_t(T&& t, detail::deadline_spec when, boost::asio::cancellation_type what)
+  cancel_after_t(T&& t, detail::deadline_spec when, net::cancellation_type what)
       : token(std::forward<T>(t)), spec(when), type(what) {}
 
   Token token;                         // the token the operation completes with
   detail::deadline_spec spec;          // when to cancel
-  boost::asio::cancellation_type type; // what to emit
+  net::cancellation_type type; // what to emit
 };
 
 // Cancels the operation (type `t`) if it has not completed `d` after its initiation.
 template <class Token>
-auto cancel_after(wheel_service::duration d, boost::asio::cancellation_type t, Token&& token) {
+auto cancel_after(wheel_service::duration d, net::cancellation_type t, Token&& token) {
   return cancel_after_t<std::decay_t<Token>>(std::forward<Token>(token),
                                              detail::deadline_spec{true, d, {}}, t);
 }
 
 template <class Token>
 auto cancel_after(wheel_service::duration d, Token&& token) {
-  return cancel_after(d, boost::asio::cancellation_type::terminal, std::forward<Token>(token));
+  return cancel_after(d, net::cancellation_type::terminal, std::forward<Token>(token));
 }
 
 // Cancels the operation (type `c`) if it has not completed at time `t`.
 template <class Token>
-auto cancel_at(wheel_service::time_point t, boost::asio::cancellation_type c, Token&& token) {
+auto cancel_at(wheel_service::time_point t, net::cancellation_type c, Token&& token) {
   return cancel_after_t<std::decay_t<Token>>(std::forward<Token>(token),
                                              detail::deadline_spec{false, {}, t}, c);
 }
 
 template <class Token>
 auto cancel_at(wheel_service::time_point t, Token&& token) {
-  return cancel_at(t, boost::asio::cancellation_type::terminal, std::forward<Token>(token));
+  return cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
 }
 
 namespace detail {
@@ -87,14 +80,14 @@ namespace detail {
 // The user's slot, when connected, forwards into the operation's.
 struct forward_cancellation {
   deadline_state* state;
-  void operator()(boost::asio::cancellation_type t) const { state->signal.emit(t); }
+  void operator()(net::cancellation_type t) const { state->signal.emit(t); }
 };
 
 // The handler the operation sees: the user's, plus the deadline it ends.
 template <class Handler>
 class cancel_after_handler {
 public:
-  using cancellation_slot_type = boost::asio::cancellation_slot;
+  using cancellation_slot_type = net::cancellation_slot;
 
   template <class H>
   cancel_after_handler(H&& h, deadline_state* s) : handler_(std::forward<H>(h)), state_(s) {
@@ -118,7 +111,7 @@ public:
 
   // Forwards the user's slot (if connected) to the operation's.
   void forward_user_slot() {
-    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    auto slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected()) slot.template emplace<forward_cancellation>(forward_cancellation{state_});
   }
 
@@ -133,7 +126,7 @@ public:
 private:
   // Unhooks the user's slot, then the deadline (which may wait out an emission).
   void end() noexcept {
-    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    auto slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected()) slot.clear();
     std::exchange(state_, nullptr)->finish();
   }
@@ -148,16 +141,16 @@ private:
 // default such as system_executor would emit on a thread of its own, racing the
 // operation), so that does not compile.
 template <class Initiation, class Handler>
-boost::asio::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
+net::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
   if constexpr (has_get_executor<const Initiation>::value) {
     return init.get_executor();
   } else {
-    static_assert(!std::is_same_v<boost::asio::associated_executor_t<Handler, no_associated_executor>,
+    static_assert(!std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
                                   no_associated_executor>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
-                  "and the handler names none: bind one (boost::asio::bind_executor) to say "
+                  "and the handler names none: bind one (net::bind_executor) to say "
                   "which context's wheel holds the deadline and where it is emitted");
-    return boost::asio::get_associated_executor(h);
+    return net::get_associated_executor(h);
   }
 }
 
@@ -166,7 +159,7 @@ template <class Initiation>
 class initiate_cancel_after {
 public:
   template <class I>
-  initiate_cancel_after(I&& init, deadline_spec spec, boost::asio::cancellation_type type)
+  initiate_cancel_after(I&& init, deadline_spec spec, net::cancellation_type type)
       : initiation_(std::forward<I>(init)), spec_(spec), type_(type) {}
 
   // For adapters further out that look for the I/O executor.
@@ -188,7 +181,7 @@ public:
 private:
   template <class Init, class Handler, class... Args>
   void launch(Init&& init, Handler&& handler, Args&&... args) const {
-    boost::asio::any_io_executor ex = deadline_executor(init, handler);
+    net::any_io_executor ex = deadline_executor(init, handler);
     wheel_service& svc = detail::use_wheel(ex);
     const auto deadline = spec_.resolve(svc);
     // The initiation's ref keeps the state alive until the entry is armed, whatever
@@ -207,13 +200,13 @@ private:
 
   Initiation initiation_;
   deadline_spec spec_;
-  boost::asio::cancellation_type type_;
+  net::cancellation_type type_;
 };
 
 } // namespace detail
 } // namespace asio_wheel
 
-namespace boost::asio {
+ASIO_WHEEL_ASIO_NAMESPACE_BEGIN
 
 // Every associated characteristic but the cancellation slot (which the handler has
 // as a member) is the user's handler's.
@@ -255,6 +248,6 @@ struct async_result<asio_wheel::cancel_after_t<Token>, Signatures...>
   }
 };
 
-} // namespace boost::asio
+ASIO_WHEEL_ASIO_NAMESPACE_END
 
 #endif

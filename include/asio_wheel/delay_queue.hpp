@@ -19,8 +19,8 @@
 //
 // Costs: push O(1) with one allocation until the queue has recycled nodes (nodes are
 // kept for reuse until the queue is destroyed: memory follows the peak size); erase,
-// reset O(1); an expiry O(1) on the wheel plus the insert into the expired set, a
-// search tree ordered by (expiry, push order): amortized O(1) when elements expire in
+// reset O(1) while scheduled, O(log n) once expired; an expiry O(1) on the wheel plus
+// the push into the expired heap, by (expiry, push order): O(1) when elements expire in
 // that order, O(log n) when the elements of one tick come out of it (the wheel keeps
 // no order inside a tick). Each expiry counts against wheel_options::expiry_batch.
 // async_take: one allocation from the handler's allocator.
@@ -35,13 +35,9 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/system/error_code.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <chrono>
-#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -51,7 +47,7 @@
 
 namespace asio_wheel {
 
-template <class T, class Executor = boost::asio::any_io_executor>
+template <class T, class Executor = net::any_io_executor>
 class basic_delay_queue {
   static_assert(std::is_nothrow_destructible_v<T>,
                 "delay_queue elements are destroyed where an exception could not be "
@@ -83,12 +79,20 @@ public:
   public:
     key() noexcept = default;
 
-    friend bool operator==(const key&, const key&) noexcept = default;
-    friend std::strong_ordering operator<=>(const key& a, const key& b) noexcept {
-      if (auto c = a.queue_ <=> b.queue_; c != 0) return c;
-      if (auto c = std::compare_three_way{}(a.node_, b.node_); c != 0) return c;
-      return a.generation_ <=> b.generation_;
+    // Equal when they name the same push; ordered by queue, node and generation (a
+    // total order, so keys can be map keys; it says nothing about expiry).
+    friend bool operator==(const key& a, const key& b) noexcept {
+      return a.queue_ == b.queue_ && a.node_ == b.node_ && a.generation_ == b.generation_;
     }
+    friend bool operator!=(const key& a, const key& b) noexcept { return !(a == b); }
+    friend bool operator<(const key& a, const key& b) noexcept {
+      if (a.queue_ != b.queue_) return a.queue_ < b.queue_;
+      if (a.node_ != b.node_) return std::less<node*>()(a.node_, b.node_);
+      return a.generation_ < b.generation_;
+    }
+    friend bool operator>(const key& a, const key& b) noexcept { return b < a; }
+    friend bool operator<=(const key& a, const key& b) noexcept { return !(b < a); }
+    friend bool operator>=(const key& a, const key& b) noexcept { return !(a < b); }
 
   private:
     friend class basic_delay_queue;
@@ -108,7 +112,7 @@ public:
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
-                                                   boost::asio::execution_context&>,
+                                                   net::execution_context&>,
                              int> = 0>
   explicit basic_delay_queue(ExecutionContext& ctx)
       : basic_delay_queue(executor_type(ctx.get_executor())) {}
@@ -155,6 +159,7 @@ public:
     n->value.reset();
     n->value.emplace(std::move(value));
     auto guard = svc.lock();
+    state_.expired.reserve(state_.size + 1); // an expiry never allocates
     n->expiry = expiry;
     n->seq = state_.next_seq++;
     n->state = node_state::scheduled;
@@ -186,7 +191,7 @@ public:
     node* n = find_locked(k);
     if (!n) return false;
     if (n->state == node_state::expired) {
-      state_.expired.erase(state_.expired.iterator_to(*n));
+      state_.expired.erase(*n);
       n->state = node_state::scheduled;
     }
     n->expiry = expiry;
@@ -204,12 +209,12 @@ public:
   std::size_t cancel() { return state_.service->cancel(state_.takers); }
 
   // Takes the earliest expired element, waiting for one if none has expired.
-  // Completion signature void(boost::system::error_code, T); any completion token.
+  // Completion signature void(error_code, T); any completion token.
   template <class Token>
   auto async_take(Token&& token) {
     static_assert(std::is_default_constructible_v<T>,
                   "async_take passes a value-initialised T to aborted takes");
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, T)>(
+    return net::async_initiate<Token, void(error_code, T)>(
         initiate_async_take(this), token);
   }
 
@@ -266,7 +271,7 @@ private:
     if (n.state == node_state::scheduled)
       state_.service->unschedule_locked(n);
     else
-      state_.expired.erase(state_.expired.iterator_to(n));
+      state_.expired.erase(n);
   }
 
   executor_type executor_;

@@ -1,8 +1,8 @@
-// asio_wheel's own error codes, usable as boost::system::error_code.
+// asio_wheel's own error codes, usable as error_code.
 #ifndef ASIO_WHEEL_ERROR_HPP
 #define ASIO_WHEEL_ERROR_HPP
 
-#include <boost/system/error_code.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <type_traits>
 
@@ -14,15 +14,20 @@ enum wheel_errors {
 };
 
 // The category of wheel_errors; its name is "asio_wheel".
-const boost::system::error_category& category() noexcept;
+const error_category& category() noexcept;
 
-inline boost::system::error_code make_error_code(wheel_errors e) noexcept {
+inline error_code make_error_code(wheel_errors e) noexcept {
   return {static_cast<int>(e), category()};
 }
 
 } // namespace asio_wheel::error
 
+#ifdef ASIO_WHEEL_STANDALONE
+template <>
+struct std::is_error_code_enum<asio_wheel::error::wheel_errors> : std::true_type {};
+#else
 template <>
 struct boost::system::is_error_code_enum<asio_wheel::error::wheel_errors> : std::true_type {};
+#endif
 
 #endif

@@ -15,7 +15,7 @@ enum class clock_mode { steady, manual };
 // Whether a wheel takes a lock around its state.
 //   automatic  a lock, unless the context promises to run on one thread: a concurrency
 //              hint of 1 or BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (ASIO_... standalone),
-//              read through the context's configuration (boost::asio::config, Asio 1.32
+//              read through the context's configuration (net::config, Asio 1.32
 //              and later: Boost 1.87, standalone 1.32). Older Asio has no documented way
 //              to read the hint, so there `automatic` always locks.
 //   on         always a lock.

@@ -37,10 +37,7 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/system/error_code.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -154,7 +151,7 @@ struct periodic_state : service_entry {
 
 } // namespace detail
 
-template <class Executor = boost::asio::any_io_executor>
+template <class Executor = net::any_io_executor>
 class basic_periodic_timer {
 public:
   using executor_type = Executor;
@@ -184,7 +181,7 @@ public:
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
-                                                   boost::asio::execution_context&>,
+                                                   net::execution_context&>,
                              int> = 0>
   basic_periodic_timer(ExecutionContext& ctx, duration period,
                        missed_tick policy = missed_tick::skip)
@@ -241,10 +238,10 @@ public:
   }
 
   // Waits for the next tick. Completion signature
-  // void(boost::system::error_code, std::uint64_t missed); any completion token.
+  // void(error_code, std::uint64_t missed); any completion token.
   template <class Token>
   auto async_tick(Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::uint64_t)>(
+    return net::async_initiate<Token, void(error_code, std::uint64_t)>(
         initiate_async_tick(this), token);
   }
 

@@ -1,6 +1,6 @@
 // wheel_service: the timing wheels of an execution context, and install().
 //
-// A service (a shard) owns a wheel, a lock and a driver: one boost::asio::steady_timer
+// A service (a shard) owns a wheel, a lock and a driver: one net::steady_timer
 // on the context, armed for the first tick at which a slot comes due and only while
 // something is on the wheel. When the driver fires, the service advances the wheel to
 // the current tick and hands the waits that came due to their handlers, at most
@@ -33,11 +33,7 @@
 #include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/options.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/execution/context.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/query.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -63,19 +59,19 @@ inline std::chrono::steady_clock::time_point saturating_add(
 
 } // namespace detail
 
-class wheel_service : public boost::asio::execution_context::service {
+class wheel_service : public net::execution_context::service {
 public:
   using clock_type = std::chrono::steady_clock;
   using duration = clock_type::duration;
   using time_point = clock_type::time_point;
 
   // The key under which the context registers the service.
-  static boost::asio::execution_context::id id;
+  static net::execution_context::id id;
 
   // With default options; what use_service<wheel_service>(ctx) creates.
-  explicit wheel_service(boost::asio::execution_context& ctx);
+  explicit wheel_service(net::execution_context& ctx);
   // Validates `opts` (std::invalid_argument on bad options): see install().
-  wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts);
+  wheel_service(net::execution_context& ctx, const wheel_options& opts);
   ~wheel_service() override;
 
   const wheel_options& options() const noexcept { return options_; }
@@ -100,7 +96,7 @@ public:
 
   // Gives the shard the executor its driver and steps run on: the plain executor of
   // the context (detail::context_executor). The first call wins; shutdown() releases it.
-  void attach(const boost::asio::any_io_executor& context_ex);
+  void attach(const net::any_io_executor& context_ex);
   // True once attach() ran: an I/O object then skips deriving the executor.
   bool attached() const noexcept { return attached_.load(std::memory_order_acquire); }
 
@@ -183,7 +179,7 @@ public:
   };
 
 private:
-  wheel_service(boost::asio::execution_context& ctx, const wheel_options& opts,
+  wheel_service(net::execution_context& ctx, const wheel_options& opts,
                 time_point epoch, wheel_service* first);
 
   void shutdown() override;
@@ -218,14 +214,14 @@ private:
   void disarm_when_idle_locked();
   void arm_locked();
   void post_step_locked();
-  void on_driver(const boost::system::error_code& ec);
+  void on_driver(const error_code& ec);
   void run_step(bool from_driver);
   // Hands over ready and due operations; `now` (the step's clock read) dates lateness.
   void collect_locked(detail::op_queue& batch, time_point now);
   void invoke(detail::op_queue& batch);
   std::size_t abort_waits_locked(detail::wait_entry& e);
-  // Takes the wait after `prev` off `e` and completes it with operation_aborted.
-  void abort_wait_after_locked(detail::wait_entry& e, detail::op_queue::iterator prev);
+  // Takes `op` off `e` and completes it with operation_aborted.
+  void abort_wait_locked(detail::wait_entry& e, detail::wait_op& op);
 
   const wheel_options options_;
   mutable lock_type mutex_;
@@ -235,9 +231,9 @@ private:
   time_point manual_now_;              // virtual time (manual mode)
 
   std::atomic<bool> attached_{false};
-  boost::asio::any_io_executor executor_;     // the context's plain one, set by attach()
-  boost::asio::any_io_executor work_;         // tracked while waits are pending
-  std::optional<boost::asio::steady_timer> driver_;
+  net::any_io_executor executor_;     // the context's plain one, set by attach()
+  net::any_io_executor work_;         // tracked while waits are pending
+  std::optional<net::steady_timer> driver_;
   detail::tick_t armed_ = detail::never_tick; // tick the driver is armed for
 
   detail::op_queue ready_;             // handed over, to complete on the next step
@@ -258,9 +254,9 @@ private:
 
 // Creates the context's wheel_service with these options. Throws std::invalid_argument
 // for bad options (tick <= 0, slots not a power of two in [2, 2^20], levels == 0 or
-// levels * log2(slots) > 64) and boost::asio::service_already_exists if the context
+// levels * log2(slots) > 64) and net::service_already_exists if the context
 // already has one (a timer constructed on it creates one with defaults).
-wheel_service& install(boost::asio::execution_context& ctx, const wheel_options& opts);
+wheel_service& install(net::execution_context& ctx, const wheel_options& opts);
 
 namespace detail {
 
@@ -269,8 +265,8 @@ namespace detail {
 // shard.
 template <class Executor>
 wheel_service& use_wheel(const Executor& ex) {
-  auto& shard = boost::asio::use_service<wheel_service>(
-                    boost::asio::query(ex, boost::asio::execution::context))
+  auto& shard = net::use_service<wheel_service>(
+                    net::query(ex, net::execution::context))
                     .pick_shard();
   if (!shard.attached()) shard.attach(context_executor(ex));
   return shard;

@@ -20,16 +20,7 @@
 #ifndef ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
 #define ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/execution/blocking.hpp>
-#include <boost/asio/execution/context.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/execution/relationship.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/query.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <type_traits>
 #include <utility>
@@ -47,50 +38,50 @@ template <class Executor>
 struct is_strand : std::false_type {};
 
 template <class Inner>
-struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
+struct is_strand<net::strand<Inner>> : std::true_type {};
 
 template <class Executor>
-boost::asio::any_io_executor context_executor(const Executor& ex);
+net::any_io_executor context_executor(const Executor& ex);
 
 // any_io_executor: true, with `out` set, if its target is a `Candidate`.
 template <class Candidate>
-bool context_executor_of_target(const boost::asio::any_io_executor& ex,
-                                boost::asio::any_io_executor& out) {
+bool context_executor_of_target(const net::any_io_executor& ex,
+                                net::any_io_executor& out) {
   const Candidate* target = ex.template target<Candidate>();
   if (target) out = context_executor(*target);
   return target != nullptr;
 }
 
-inline boost::asio::any_io_executor context_executor_of_erased(
-    const boost::asio::any_io_executor& ex) {
-  namespace execution = boost::asio::execution;
+inline net::any_io_executor context_executor_of_erased(
+    const net::any_io_executor& ex) {
+  namespace execution = net::execution;
   // With every preference at its default the target is the executor type itself, not a
   // variant with tracked work, continuation or blocking.never bits.
-  const boost::asio::any_io_executor plain =
-      boost::asio::prefer(ex, execution::outstanding_work.untracked, execution::blocking.possibly,
+  const net::any_io_executor plain =
+      net::prefer(ex, execution::outstanding_work.untracked, execution::blocking.possibly,
                           execution::relationship.fork);
-  using io_executor = boost::asio::io_context::executor_type;
-  using pool_executor = boost::asio::thread_pool::executor_type;
-  boost::asio::any_io_executor out;
+  using io_executor = net::io_context::executor_type;
+  using pool_executor = net::thread_pool::executor_type;
+  net::any_io_executor out;
   if (context_executor_of_target<io_executor>(plain, out) ||
       context_executor_of_target<pool_executor>(plain, out) ||
-      context_executor_of_target<boost::asio::strand<io_executor>>(plain, out) ||
-      context_executor_of_target<boost::asio::strand<pool_executor>>(plain, out) ||
-      context_executor_of_target<boost::asio::strand<boost::asio::any_io_executor>>(plain, out))
+      context_executor_of_target<net::strand<io_executor>>(plain, out) ||
+      context_executor_of_target<net::strand<pool_executor>>(plain, out) ||
+      context_executor_of_target<net::strand<net::any_io_executor>>(plain, out))
     return out;
   return plain;
 }
 
 template <class Executor>
-boost::asio::any_io_executor context_executor(const Executor& ex) {
-  auto& context = boost::asio::query(ex, boost::asio::execution::context);
+net::any_io_executor context_executor(const Executor& ex) {
+  auto& context = net::query(ex, net::execution::context);
   using context_type = std::remove_reference_t<decltype(context)>;
   if constexpr (has_get_executor<context_type>::value)
     return context.get_executor();
   else if constexpr (is_strand<Executor>::value)
     return context_executor(ex.get_inner_executor());
-  else if constexpr (std::is_convertible_v<Executor, boost::asio::any_io_executor>)
-    return context_executor_of_erased(boost::asio::any_io_executor(ex));
+  else if constexpr (std::is_convertible_v<Executor, net::any_io_executor>)
+    return context_executor_of_erased(net::any_io_executor(ex));
   else
     static_assert(sizeof(Executor) == 0, "asio_wheel: an I/O object's executor must be an Asio "
                                          "I/O executor (convertible to any_io_executor)");

@@ -23,10 +23,7 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/dispatch.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -52,8 +49,8 @@ class deadline_state : public service_entry, public wait_op {
 public:
   using dealloc_func = void (*)(deadline_state*);
 
-  deadline_state(wheel_service& svc, boost::asio::any_io_executor io_ex,
-                 boost::asio::cancellation_type type, dealloc_func dealloc) noexcept
+  deadline_state(wheel_service& svc, net::any_io_executor io_ex,
+                 net::cancellation_type type, dealloc_func dealloc) noexcept
       : wait_op(&deadline_state::fire),
         service_(&svc),
         io_ex_(std::move(io_ex)),
@@ -63,7 +60,7 @@ public:
   }
 
   // The signal whose slot the operation sees; the user's own slot forwards to it.
-  boost::asio::cancellation_signal signal;
+  net::cancellation_signal signal;
 
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -141,7 +138,7 @@ private:
       e();
       return false;
     }
-    boost::asio::dispatch(s->io_ex_, std::move(e));
+    net::dispatch(s->io_ex_, std::move(e));
     return true;
   }
 
@@ -165,8 +162,8 @@ private:
   }
 
   wheel_service* service_;
-  boost::asio::any_io_executor io_ex_;      // where emissions run
-  boost::asio::cancellation_type type_;     // what they emit
+  net::any_io_executor io_ex_;      // where emissions run
+  net::cancellation_type type_;     // what they emit
   dealloc_func dealloc_;
   std::atomic<unsigned> refs_{1};           // the initiation's, to start with
   std::atomic<bool> emitting_{false};       // set under the lock, cleared after emit
@@ -183,8 +180,8 @@ public:
       typename std::allocator_traits<Alloc>::template rebind_alloc<deadline_state_impl>;
 
   static deadline_state* create(const Alloc& a, wheel_service& svc,
-                                boost::asio::any_io_executor io_ex,
-                                boost::asio::cancellation_type type) {
+                                net::any_io_executor io_ex,
+                                net::cancellation_type type) {
     alloc_type alloc(a);
     deadline_state_impl* p = std::allocator_traits<alloc_type>::allocate(alloc, 1);
     ::new (static_cast<void*>(p)) deadline_state_impl(alloc, svc, std::move(io_ex), type);
@@ -193,7 +190,7 @@ public:
 
 private:
   deadline_state_impl(const alloc_type& a, wheel_service& svc,
-                      boost::asio::any_io_executor io_ex, boost::asio::cancellation_type type)
+                      net::any_io_executor io_ex, net::cancellation_type type)
       : deadline_state(svc, std::move(io_ex), type, &deadline_state_impl::destroy), alloc_(a) {}
 
   static void destroy(deadline_state* base) noexcept {

@@ -12,15 +12,17 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/intrusive/set.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace asio_wheel::detail {
 
@@ -44,8 +46,8 @@ template <class T>
 struct delay_node : service_entry {
   enum class state_type : std::uint8_t { free, scheduled, expired };
 
-  boost::intrusive::set_member_hook<> expired_hook; // in the owner's expired set
   delay_queue_state<T>* owner = nullptr;
+  std::size_t heap_index = 0;   // the node's place in the expired heap, while expired
   std::optional<T> value;       // the element; moved-from once taken or erased
   std::chrono::steady_clock::time_point expiry{};
   std::uint64_t seq = 0;        // push order, for ties
@@ -62,6 +64,76 @@ struct delay_node : service_entry {
   };
 };
 
+// The expired elements: a binary min-heap by (expiry, push order) over the nodes, each
+// node knowing its place, so that erasing one (erase, reset) is O(log n) like the rest.
+// Elements usually expire in that order, and then a push is O(1): it stays at the
+// bottom. (The wheel keeps no order inside a tick, so a FIFO would need a sorted
+// insert: quadratic when a tick's elements come out of order.) Capacity is reserved by
+// push(), outside the expiry path, so an expiry, which runs inside a driver step under
+// the lock, never allocates.
+template <class Node>
+class expired_heap {
+public:
+  bool empty() const noexcept { return heap_.empty(); }
+  Node& top() noexcept { return *heap_.front(); }
+
+  // Room for `n` elements, growing geometrically (lock held: the steps read the heap).
+  void reserve(std::size_t n) {
+    if (n > heap_.capacity()) heap_.reserve(std::max(n, 2 * heap_.capacity()));
+  }
+
+  void push(Node& n) noexcept {
+    assert(heap_.size() < heap_.capacity()); // reserved by the push that made n
+    heap_.push_back(&n);
+    sift_up(heap_.size() - 1);
+  }
+
+  void erase(Node& n) noexcept {
+    const std::size_t i = n.heap_index;
+    assert(i < heap_.size() && heap_[i] == &n);
+    Node* last = heap_.back();
+    heap_.pop_back();
+    if (last == &n) return;
+    place(i, last);
+    sift_up(i);
+    sift_down(last->heap_index);
+  }
+
+  void pop() noexcept { erase(top()); }
+  void clear() noexcept { heap_.clear(); }
+
+private:
+  static bool before(const Node* a, const Node* b) noexcept {
+    return typename Node::before()(*a, *b);
+  }
+  void place(std::size_t i, Node* n) noexcept {
+    heap_[i] = n;
+    n->heap_index = i;
+  }
+  void sift_up(std::size_t i) noexcept {
+    Node* n = heap_[i];
+    while (i > 0 && before(n, heap_[(i - 1) / 2])) {
+      place(i, heap_[(i - 1) / 2]);
+      i = (i - 1) / 2;
+    }
+    place(i, n);
+  }
+  void sift_down(std::size_t i) noexcept {
+    Node* n = heap_[i];
+    for (;;) {
+      std::size_t child = 2 * i + 1;
+      if (child >= heap_.size()) break;
+      if (child + 1 < heap_.size() && before(heap_[child + 1], heap_[child])) ++child;
+      if (!before(heap_[child], n)) break;
+      place(i, heap_[child]);
+      i = child;
+    }
+    place(i, n);
+  }
+
+  std::vector<Node*> heap_;
+};
+
 // Queue identities are never reused, so a key from another (even destroyed) queue is
 // told apart without touching its node.
 inline std::atomic<std::uint64_t> delay_queue_ids{0};
@@ -72,20 +144,10 @@ template <class T>
 struct delay_queue_state : service_entry {
   using node = delay_node<T>;
   using node_state = typename node::state_type;
-  // A search tree, not a FIFO: the wheel hands over the elements of one tick in
-  // insertion order, and the takes must see them by (expiry, push order). Inserting
-  // at the end, the usual place, is amortized O(1) with the end as hint.
-  using expired_set = boost::intrusive::multiset<
-      node,
-      boost::intrusive::member_hook<node, boost::intrusive::set_member_hook<>,
-                                    &node::expired_hook>,
-      boost::intrusive::compare<typename node::before>,
-      boost::intrusive::constant_time_size<false>>;
-
   wheel_service* service = nullptr;
   const std::uint64_t id = ++delay_queue_ids;
   wait_entry takers;       // pending takes; on the never list while non-empty
-  expired_set expired;     // ordered by (expiry, push order)
+  expired_heap<node> expired; // ordered by (expiry, push order)
   node* free_nodes = nullptr;
   node* all_nodes = nullptr;
   std::size_t size = 0;    // elements scheduled or expired
@@ -109,13 +171,13 @@ struct delay_queue_state : service_entry {
 
   // Moves the earliest expired element into `op` and gives its node back (lock held).
   void hand_front_locked(take_op<T>& op) {
-    node& n = *expired.begin();
-    expired.erase(expired.begin());
+    node& n = expired.top();
+    expired.pop();
     op.value.emplace(std::move(*n.value));
     release_locked(n);
   }
 
-  // An element came due: into the expired set, at its place by (expiry, push order).
+  // An element came due: into the expired heap, at its place by (expiry, push order).
   // Elements of one wheel tick come due in insertion order, not expiry order, so they
   // are only handed to takes by the dispatch step, which the wheel runs after them.
   // Counts as one against the step's expiry_batch, like a completion.
@@ -123,7 +185,7 @@ struct delay_queue_state : service_entry {
     auto& n = static_cast<node&>(e);
     delay_queue_state& q = *n.owner;
     n.state = node_state::expired;
-    q.expired.insert(q.expired.end(), n);
+    q.expired.push(n);
     if (!q.takers.waits.empty()) q.dispatch_soon_locked();
     return 1;
   }

@@ -13,7 +13,7 @@
 // start the next operation with the same block. Delivery follows Asio's rules: a handler whose
 // associated executor is the plain executor of the wheel's io_context is invoked
 // directly by the service's step, which already runs on that context; any other
-// (a strand, another context) gets the handler through boost::asio::dispatch, with
+// (a strand, another context) gets the handler through net::dispatch, with
 // outstanding work tracked on it until then.
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
@@ -22,16 +22,7 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/append.hpp>
-#include <boost/asio/associated_allocator.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/prefer.hpp>
+#include <asio_wheel/detail/config.hpp>
 
 #include <memory>
 #include <tuple>
@@ -44,10 +35,10 @@ namespace asio_wheel::detail {
 // handler may run inline in the service's step, as Asio runs such handlers inline.
 template <class Executor>
 bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
-  using plain = boost::asio::io_context::executor_type;
+  using plain = net::io_context::executor_type;
   if constexpr (std::is_same_v<Executor, plain>) {
     return &ex.context() == &svc.context();
-  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+  } else if constexpr (std::is_same_v<Executor, net::any_io_executor>) {
     const plain* p = ex.template target<plain>();
     return p != nullptr && &p->context() == &svc.context();
   } else {
@@ -58,7 +49,7 @@ bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
 // The allocator an operation's memory comes from.
 template <class Handler>
 auto op_allocator(const Handler& h) {
-  return boost::asio::get_associated_allocator(h, op_recycling_allocator<void>());
+  return net::get_associated_allocator(h, op_recycling_allocator<void>());
 }
 
 // A timer's wait: the handler gets the error_code alone.
@@ -71,7 +62,7 @@ public:
 template <class Base, class Handler, class WorkExecutor>
 class handler_op final : public Base {
 public:
-  using slot_type = boost::asio::associated_cancellation_slot_t<Handler>;
+  using slot_type = net::associated_cancellation_slot_t<Handler>;
 
   // Allocates through the handler's allocator; connects the cancellation slot to `e`.
   template <class H, class... Work>
@@ -106,7 +97,7 @@ private:
   }
 
   void connect(wait_entry& e) {
-    slot_type slot = boost::asio::get_associated_cancellation_slot(handler_);
+    slot_type slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected())
       this->set_cancellation(&slot.template emplace<op_cancellation>(op_cancellation{service_, &e}));
   }
@@ -116,7 +107,7 @@ private:
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
     work_type work(std::move(self->work_));
-    const boost::system::error_code ec = to_error_code(self->result());
+    const error_code ec = to_error_code(self->result());
     auto release = [self, &handler] {
       auto alloc = rebind_alloc(op_allocator(handler));
       self->~handler_op();
@@ -133,8 +124,8 @@ private:
           if constexpr (std::is_void_v<WorkExecutor>) {
             std::move(handler)(ec, std::move(v)...);
           } else {
-            boost::asio::dispatch(std::move(work),
-                                  boost::asio::append(std::move(handler), ec, std::move(v)...));
+            net::dispatch(std::move(work),
+                                  net::append(std::move(handler), ec, std::move(v)...));
           }
         },
         std::move(values));
@@ -143,7 +134,7 @@ private:
 
   Handler handler_;
   wheel_service* service_;
-  [[no_unique_address]] work_type work_;
+  ASIO_WHEEL_NO_UNIQUE_ADDRESS work_type work_;
 };
 
 // Stands in for "no associated executor" when asking a handler for one.
@@ -158,17 +149,17 @@ Base* make_handler_op(Handler&& handler, wheel_service& svc, wait_entry& e,
   auto create = [&](const auto& ex) -> Base* {
     if (runs_inline(ex, svc))
       return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
-    auto work = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
+    auto work = net::prefer(ex, net::execution::outstanding_work.tracked);
     return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler),
                                                                svc, e, std::move(work));
   };
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.
-  if constexpr (std::is_same_v<boost::asio::associated_executor_t<handler_t, no_associated_executor>,
+  if constexpr (std::is_same_v<net::associated_executor_t<handler_t, no_associated_executor>,
                                no_associated_executor>)
     return create(io_ex);
   else
-    return create(boost::asio::get_associated_executor(handler, io_ex));
+    return create(net::get_associated_executor(handler, io_ex));
 }
 
 } // namespace asio_wheel::detail

@@ -9,9 +9,8 @@
 
 #include <asio_wheel/detail/wheel.hpp>
 
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/intrusive/slist.hpp>
-#include <boost/system/error_code.hpp>
+#include <asio_wheel/detail/config.hpp>
+#include <asio_wheel/detail/intrusive.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -28,10 +27,9 @@ struct wait_entry;
 // How an operation ended; kept in one byte and turned into an error_code on the way out.
 enum class op_result : std::uint8_t { success, aborted, too_many };
 
-boost::system::error_code to_error_code(op_result r) noexcept;
+error_code to_error_code(op_result r) noexcept;
 
-class wait_op : public boost::intrusive::slist_base_hook<
-                    boost::intrusive::link_mode<boost::intrusive::normal_link>> {
+class wait_op : public queue_hook {
 public:
   enum class action : std::uint8_t {
     complete, // free the op, then deliver the handler with result()
@@ -66,8 +64,7 @@ private:
 
 // FIFO of operations: O(1) push_back, pop_front and splice; unlinking one op in the
 // middle walks the list, which holds the waits of one timer (almost always one).
-using op_queue = boost::intrusive::slist<wait_op, boost::intrusive::cache_last<true>,
-                                         boost::intrusive::constant_time_size<false>>;
+using op_queue = intrusive_queue<wait_op>;
 
 // The per-operation cancellation handler of a pending op, installed in the handler's
 // cancellation slot. It reaches the op through the entry that owns it, looking it up by
@@ -81,7 +78,7 @@ using op_queue = boost::intrusive::slist<wait_op, boost::intrusive::cache_last<t
 struct op_cancellation {
   wheel_service* service;
   wait_entry* owner;
-  void operator()(boost::asio::cancellation_type type); // src/wheel_service.cpp
+  void operator()(net::cancellation_type type); // src/wheel_service.cpp
 };
 
 // An entry on the wheel as the service sees it. `on_due` says what happens when its

@@ -38,7 +38,7 @@
 #ifndef ASIO_WHEEL_DETAIL_WHEEL_HPP
 #define ASIO_WHEEL_DETAIL_WHEEL_HPP
 
-#include <boost/intrusive/list.hpp>
+#include <asio_wheel/detail/intrusive.hpp>
 
 #include <cassert>
 #include <cstddef>
@@ -55,11 +55,8 @@ using tick_t = std::uint64_t;
 // slots, so they cost no wake-up ever.
 inline constexpr tick_t never_tick = std::numeric_limits<tick_t>::max();
 
-using entry_hook = boost::intrusive::list_base_hook<
-    boost::intrusive::link_mode<boost::intrusive::auto_unlink>>;
-
 // A node of the wheel. Owners embed it (the timer object, a delay-queue element...).
-struct wheel_entry : entry_hook {
+struct wheel_entry : list_hook {
   // Where the entry is linked: a slot index (level * slots + slot), or one of below.
   static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
   static constexpr std::uint32_t in_due = 0xFFFFFFFEu;
@@ -73,8 +70,7 @@ struct wheel_entry : entry_hook {
   bool in_slot() const noexcept { return where < in_never; }
 };
 
-using entry_list = boost::intrusive::list<wheel_entry,
-                                          boost::intrusive::constant_time_size<false>>;
+using entry_list = intrusive_list<wheel_entry>;
 
 class wheel {
 public:

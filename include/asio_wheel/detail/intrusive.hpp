@@ -1,0 +1,262 @@
+// The two intrusive containers the library is built on: the wheel's slot lists and
+// the FIFO of operations. Nodes embed their links, so linking allocates nothing and a
+// node can leave its list in O(1) knowing only itself.
+//
+// They are our own, not Boost.Intrusive's, because standalone mode must need no Boost
+// header; each does only what the library asks of it.
+#ifndef ASIO_WHEEL_DETAIL_INTRUSIVE_HPP
+#define ASIO_WHEEL_DETAIL_INTRUSIVE_HPP
+
+#include <cassert>
+#include <cstddef>
+#include <iterator>
+
+namespace asio_wheel::detail {
+
+// ---- list: circular, doubly linked, with a sentinel ----
+
+// The links of a list node. Unlinked: both null. A node destroyed while linked unlinks
+// itself first, so a list never points at freed memory.
+class list_hook {
+public:
+  list_hook() noexcept = default;
+  list_hook(const list_hook&) = delete;
+  list_hook& operator=(const list_hook&) = delete;
+  ~list_hook() {
+    if (is_linked()) unlink();
+  }
+
+  bool is_linked() const noexcept { return next_ != nullptr; }
+
+  // Takes the node out of whatever list holds it. O(1).
+  void unlink() noexcept {
+    assert(is_linked());
+    prev_->next_ = next_;
+    next_->prev_ = prev_;
+    prev_ = next_ = nullptr;
+  }
+
+  // `to` (unlinked) takes this node's place in its list; this node leaves it.
+  void replace_with(list_hook& to) noexcept {
+    assert(is_linked() && !to.is_linked());
+    to.prev_ = prev_;
+    to.next_ = next_;
+    prev_->next_ = &to;
+    next_->prev_ = &to;
+    prev_ = next_ = nullptr;
+  }
+
+private:
+  template <class>
+  friend class intrusive_list;
+
+  // Links this (unlinked) node in before `pos`.
+  void link_before(list_hook& pos) noexcept {
+    assert(!is_linked());
+    prev_ = pos.prev_;
+    next_ = &pos;
+    pos.prev_->next_ = this;
+    pos.prev_ = this;
+  }
+
+  list_hook* prev_ = nullptr;
+  list_hook* next_ = nullptr;
+};
+
+// A list of T, where T derives from list_hook. Not copyable or movable: nodes point at
+// its sentinel.
+template <class T>
+class intrusive_list {
+public:
+  class iterator {
+  public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = T*;
+    using reference = T&;
+
+    explicit iterator(list_hook* at) noexcept : at_(at) {}
+    T& operator*() const noexcept { return static_cast<T&>(*at_); }
+    T* operator->() const noexcept { return &**this; }
+    iterator& operator++() noexcept {
+      at_ = at_->next_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator before = *this;
+      ++*this;
+      return before;
+    }
+    friend bool operator==(iterator a, iterator b) noexcept { return a.at_ == b.at_; }
+    friend bool operator!=(iterator a, iterator b) noexcept { return a.at_ != b.at_; }
+
+  private:
+    list_hook* at_;
+  };
+
+  intrusive_list() noexcept { head_.prev_ = head_.next_ = &head_; }
+  intrusive_list(const intrusive_list&) = delete;
+  intrusive_list& operator=(const intrusive_list&) = delete;
+  ~intrusive_list() { clear(); }
+
+  bool empty() const noexcept { return head_.next_ == &head_; }
+  iterator begin() noexcept { return iterator(head_.next_); }
+  iterator end() noexcept { return iterator(&head_); }
+  T& front() noexcept {
+    assert(!empty());
+    return static_cast<T&>(*head_.next_);
+  }
+
+  void push_back(T& node) noexcept { static_cast<list_hook&>(node).link_before(head_); }
+  void pop_front() noexcept { head_.next_->unlink(); }
+
+  // Unlinks every node, then calls f(T*) on it.
+  template <class F>
+  void clear_and_dispose(F f) {
+    while (!empty()) {
+      T& node = front();
+      pop_front();
+      f(&node);
+    }
+  }
+
+  void clear() noexcept {
+    clear_and_dispose([](T*) {});
+  }
+
+private:
+  list_hook head_; // the sentinel: never a T
+};
+
+// ---- queue: singly linked FIFO with a tail pointer ----
+
+// The link of a queue node; its owner keeps track of which queue holds it.
+class queue_hook {
+public:
+  queue_hook() noexcept = default;
+  queue_hook(const queue_hook&) = delete;
+  queue_hook& operator=(const queue_hook&) = delete;
+
+private:
+  template <class>
+  friend class intrusive_queue;
+  queue_hook* next_ = nullptr;
+};
+
+// A FIFO of T, where T derives from queue_hook: O(1) push_back, pop_front and splicing
+// a whole queue at either end. Removing a node from the middle walks the queue.
+template <class T>
+class intrusive_queue {
+public:
+  class iterator {
+  public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = T*;
+    using reference = T&;
+
+    explicit iterator(queue_hook* at) noexcept : at_(at) {}
+    T& operator*() const noexcept { return static_cast<T&>(*at_); }
+    T* operator->() const noexcept { return &**this; }
+    iterator& operator++() noexcept {
+      at_ = at_->next_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator before = *this;
+      ++*this;
+      return before;
+    }
+    friend bool operator==(iterator a, iterator b) noexcept { return a.at_ == b.at_; }
+    friend bool operator!=(iterator a, iterator b) noexcept { return a.at_ != b.at_; }
+
+  private:
+    queue_hook* at_;
+  };
+
+  intrusive_queue() noexcept = default;
+  intrusive_queue(const intrusive_queue&) = delete;
+  intrusive_queue& operator=(const intrusive_queue&) = delete;
+
+  bool empty() const noexcept { return head_ == nullptr; }
+  iterator begin() noexcept { return iterator(head_); }
+  iterator end() noexcept { return iterator(nullptr); }
+  T& front() noexcept {
+    assert(!empty());
+    return static_cast<T&>(*head_);
+  }
+
+  void push_back(T& node) noexcept {
+    queue_hook& n = node;
+    n.next_ = nullptr;
+    if (tail_)
+      tail_->next_ = &n;
+    else
+      head_ = &n;
+    tail_ = &n;
+  }
+
+  void pop_front() noexcept {
+    assert(!empty());
+    head_ = head_->next_;
+    if (!head_) tail_ = nullptr;
+  }
+
+  // Moves every node of `other` to the end of this queue, in order.
+  void append(intrusive_queue& other) noexcept {
+    if (other.empty()) return;
+    if (tail_)
+      tail_->next_ = other.head_;
+    else
+      head_ = other.head_;
+    tail_ = other.tail_;
+    other.head_ = other.tail_ = nullptr;
+  }
+
+  // Moves every node of `other` to the front of this queue, in order.
+  void prepend(intrusive_queue& other) noexcept {
+    other.append(*this);
+    swap(other);
+  }
+
+  // Removes `node`, which this queue holds. O(position).
+  void remove(T& node) noexcept {
+    queue_hook* target = &node;
+    queue_hook* prev = nullptr;
+    for (queue_hook* at = head_; at != target; at = at->next_) {
+      assert(at != nullptr);
+      prev = at;
+    }
+    (prev ? prev->next_ : head_) = target->next_;
+    if (tail_ == target) tail_ = prev;
+  }
+
+  // Forgets every node (they keep stale links, harmless: a node is re-linked before use).
+  void clear() noexcept { head_ = tail_ = nullptr; }
+
+  void swap(intrusive_queue& other) noexcept {
+    queue_hook* h = head_;
+    queue_hook* t = tail_;
+    head_ = other.head_;
+    tail_ = other.tail_;
+    other.head_ = h;
+    other.tail_ = t;
+  }
+
+  // How many nodes: O(n), for the rare caller that needs it.
+  std::size_t count() const noexcept {
+    std::size_t n = 0;
+    for (const queue_hook* at = head_; at; at = at->next_) ++n;
+    return n;
+  }
+
+private:
+  queue_hook* head_ = nullptr;
+  queue_hook* tail_ = nullptr;
+};
+
+} // namespace asio_wheel::detail
+
+#endif
