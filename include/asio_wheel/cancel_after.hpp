@@ -51,28 +51,73 @@ public:
   net::cancellation_type type; // what to emit
 };
 
-// Cancels the operation (type `t`) if it has not completed `d` after its initiation.
-template <class Token>
-auto cancel_after(wheel_service::duration d, net::cancellation_type t, Token&& token) {
-  return cancel_after_t<std::decay_t<Token>>(std::forward<Token>(token),
-                                             detail::deadline_spec{true, d, {}}, t);
+namespace detail {
+
+// d as a steady_clock duration, rounded up (never early) and saturated (a huge d means
+// never, not an overflow).
+template <class Rep, class Period>
+wheel_service::duration to_wheel_duration(const std::chrono::duration<Rep, Period>& d) {
+  using target = wheel_service::duration;
+  using wide = std::chrono::duration<long double, std::nano>;
+  const wide w = d;
+  if (w >= wide(target::max())) return target::max();
+  if (w <= wide(target::min())) return target::min();
+  return std::chrono::ceil<target>(d);
 }
 
-template <class Token>
-auto cancel_after(wheel_service::duration d, Token&& token) {
-  return cancel_after(d, net::cancellation_type::terminal, std::forward<Token>(token));
+} // namespace detail
+
+// Argument-dependent lookup: with Boost 1.86 and later, boost::asio::cancel_after and
+// cancel_at exist and are found whenever a token from boost::asio is passed. So ours
+// take exactly the parameters theirs do, and in C++20 carry a constraint, which makes
+// them the more specialized candidates: `using asio_wheel::cancel_after;
+// cancel_after(5s, use_awaitable)` selects asio_wheel's. Without concepts (C++17) the
+// two are ambiguous and the call does not compile; it never picks Boost's in silence.
+// Qualified calls (asio_wheel::cancel_after) always work. cancel_at takes steady_clock
+// time points only, more specialized than Boost's any-clock version in both modes.
+#if defined(__cpp_concepts)
+#define ASIO_WHEEL_PREFERRED_OVERLOAD requires true
+#else
+#define ASIO_WHEEL_PREFERRED_OVERLOAD
+#endif
+
+// Cancels the operation (type `t`) if it has not completed `d` after its initiation.
+template <class Rep, class Period, class Token>
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(const std::chrono::duration<Rep, Period>& d,
+                                                net::cancellation_type t, Token&& token) {
+  return cancel_after_t<std::decay_t<Token>>(
+      std::forward<Token>(token), detail::deadline_spec{true, detail::to_wheel_duration(d), {}},
+      t);
+}
+
+template <class Rep, class Period, class Token>
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(const std::chrono::duration<Rep, Period>& d,
+                                                Token&& token) {
+  return asio_wheel::cancel_after(d, net::cancellation_type::terminal, std::forward<Token>(token));
+}
+
+// The partial form, as Boost's: the operation completes with the default completion
+// token of any_io_executor (`deferred` in newer Asio).
+template <class Rep, class Period>
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(
+    const std::chrono::duration<Rep, Period>& d,
+    net::cancellation_type t = net::cancellation_type::terminal) {
+  return asio_wheel::cancel_after(d, t, net::default_completion_token_t<net::any_io_executor>());
 }
 
 // Cancels the operation (type `c`) if it has not completed at time `t`.
-template <class Token>
-auto cancel_at(wheel_service::time_point t, net::cancellation_type c, Token&& token) {
+template <class Token, class Duration>
+auto cancel_at(const std::chrono::time_point<std::chrono::steady_clock, Duration>& t,
+               net::cancellation_type c, Token&& token) {
+  const wheel_service::time_point at(detail::to_wheel_duration(t.time_since_epoch()));
   return cancel_after_t<std::decay_t<Token>>(std::forward<Token>(token),
-                                             detail::deadline_spec{false, {}, t}, c);
+                                             detail::deadline_spec{false, {}, at}, c);
 }
 
-template <class Token>
-auto cancel_at(wheel_service::time_point t, Token&& token) {
-  return cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
+template <class Token, class Duration>
+auto cancel_at(const std::chrono::time_point<std::chrono::steady_clock, Duration>& t,
+               Token&& token) {
+  return asio_wheel::cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
 }
 
 namespace detail {
