@@ -193,7 +193,7 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
     static_assert(!std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
                                   no_associated_executor>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
-                  "and the handler names none: bind one (net::bind_executor) to say "
+                  "and the handler names none: bind one (bind_executor) to say "
                   "which context's wheel holds the deadline and where it is emitted");
     return net::get_associated_executor(h);
   }

@@ -13,6 +13,35 @@
 
 namespace asio_wheel::detail {
 
+// A forward iterator over the nodes T of a list or queue, linked by Hook::next_.
+template <class T, class Hook>
+class node_iterator {
+public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = T;
+  using difference_type = std::ptrdiff_t;
+  using pointer = T*;
+  using reference = T&;
+
+  explicit node_iterator(Hook* at) noexcept : at_(at) {}
+  T& operator*() const noexcept { return static_cast<T&>(*at_); }
+  T* operator->() const noexcept { return &**this; }
+  node_iterator& operator++() noexcept {
+    at_ = at_->next_;
+    return *this;
+  }
+  node_iterator operator++(int) noexcept {
+    node_iterator before = *this;
+    ++*this;
+    return before;
+  }
+  friend bool operator==(node_iterator a, node_iterator b) noexcept { return a.at_ == b.at_; }
+  friend bool operator!=(node_iterator a, node_iterator b) noexcept { return a.at_ != b.at_; }
+
+private:
+  Hook* at_;
+};
+
 // ---- list: circular, doubly linked, with a sentinel ----
 
 // The links of a list node. Unlinked: both null. A node destroyed while linked unlinks
@@ -49,6 +78,8 @@ public:
 private:
   template <class>
   friend class intrusive_list;
+  template <class, class>
+  friend class node_iterator;
 
   // Links this (unlinked) node in before `pos`.
   void link_before(list_hook& pos) noexcept {
@@ -68,32 +99,7 @@ private:
 template <class T>
 class intrusive_list {
 public:
-  class iterator {
-  public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = T;
-    using difference_type = std::ptrdiff_t;
-    using pointer = T*;
-    using reference = T&;
-
-    explicit iterator(list_hook* at) noexcept : at_(at) {}
-    T& operator*() const noexcept { return static_cast<T&>(*at_); }
-    T* operator->() const noexcept { return &**this; }
-    iterator& operator++() noexcept {
-      at_ = at_->next_;
-      return *this;
-    }
-    iterator operator++(int) noexcept {
-      iterator before = *this;
-      ++*this;
-      return before;
-    }
-    friend bool operator==(iterator a, iterator b) noexcept { return a.at_ == b.at_; }
-    friend bool operator!=(iterator a, iterator b) noexcept { return a.at_ != b.at_; }
-
-  private:
-    list_hook* at_;
-  };
+  using iterator = node_iterator<T, list_hook>;
 
   intrusive_list() noexcept { head_.prev_ = head_.next_ = &head_; }
   intrusive_list(const intrusive_list&) = delete;
@@ -141,6 +147,8 @@ public:
 private:
   template <class>
   friend class intrusive_queue;
+  template <class, class>
+  friend class node_iterator;
   queue_hook* next_ = nullptr;
 };
 
@@ -149,32 +157,7 @@ private:
 template <class T>
 class intrusive_queue {
 public:
-  class iterator {
-  public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = T;
-    using difference_type = std::ptrdiff_t;
-    using pointer = T*;
-    using reference = T&;
-
-    explicit iterator(queue_hook* at) noexcept : at_(at) {}
-    T& operator*() const noexcept { return static_cast<T&>(*at_); }
-    T* operator->() const noexcept { return &**this; }
-    iterator& operator++() noexcept {
-      at_ = at_->next_;
-      return *this;
-    }
-    iterator operator++(int) noexcept {
-      iterator before = *this;
-      ++*this;
-      return before;
-    }
-    friend bool operator==(iterator a, iterator b) noexcept { return a.at_ == b.at_; }
-    friend bool operator!=(iterator a, iterator b) noexcept { return a.at_ != b.at_; }
-
-  private:
-    queue_hook* at_;
-  };
+  using iterator = node_iterator<T, queue_hook>;
 
   intrusive_queue() noexcept = default;
   intrusive_queue(const intrusive_queue&) = delete;
