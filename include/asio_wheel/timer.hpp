@@ -1,25 +1,38 @@
-// basic_timer: a drop-in for boost::asio::steady_timer on the context's wheel.
+// basic_timer: a drop-in for Asio's steady_timer on the context's wheel.
 //
-// Same interface and semantics as steady_timer (expiry, expires_at/after, cancel,
-// async_wait with any completion token, per-operation cancellation of every type,
-// several waits at once), plus reset_at/reset_after: move the expiry of the pending
-// waits without aborting them (O(1), no allocation, no handler run or posted), the
-// idle-connection hot path.
+// Same interface and semantics as steady_timer, i.e. basic_waitable_timer<steady_clock>
+// of Boost 1.81 through 1.90 (expiry, expires_at/after, cancel, cancel_one, the blocking
+// wait, async_wait with any completion token, per-operation cancellation of every type,
+// several waits at once, moves, rebind_executor, traits_type; the members Asio deprecated
+// exist only where Asio has them: before Boost 1.87 and without BOOST_ASIO_NO_DEPRECATED),
+// plus reset_at/reset_after: move the expiry of the pending waits without aborting them
+// (O(1), no allocation, no handler run or posted), the idle-connection hot path.
 //
 // Guarantees: a wait completes with success at or after its expiry (never before, by
 // wheel_service::now()), within about one tick of it while the context keeps up, and
 // exactly once. A wait whose expiry has passed completes as if by post, never inside
-// async_wait, and cancel(), expires_*() and reset_*() still reach it until the service
-// hands it to its executor; from then on cancel() does not count it and it completes
-// with success. Expiry times are rounded up to the wheel's tick.
+// async_wait, and cancel(), cancel_one(), expires_*() and reset_*() still reach it until
+// the service hands it to its executor; from then on they do not count it and it
+// completes with success. Expiry times are rounded up to the wheel's tick for async_wait.
+//
+// The blocking wait() returns once the service's clock has reached expiry() (not rounded
+// to the tick), at once if it already has; it never fails (the error_code overload
+// clears ec) and does not involve the context, which need not be running. With the
+// steady clock it sleeps (std::this_thread::sleep_until, repeated until
+// steady_clock::now() >= expiry(), as Asio does). With the manual clock only advance()
+// moves time, so wait() polls wheel_service::now() with a short sleep (50 us growing to
+// 1 ms) until another thread has advanced it to expiry(). Waiting on a future expiry
+// thus needs a second thread that advances (on the only thread, wait() never returns)
+// and a wheel that takes its lock (not a context with concurrency hint 1).
 //
 // Costs: async_wait O(1) plus one allocation from the handler's allocator; cancel O(1)
-// per wait, its aborted handlers batched into one posted step; reset_* O(1).
+// per wait, cancel_one O(1), their aborted handlers batched into one posted step;
+// reset_* O(1); wait() blocks its thread and uses no wheel entry or operation.
 //
 // Thread safety: like steady_timer, one timer object must not be used from two threads
-// at once; different timers on one context may be used from any threads. A cancellation
-// slot may be emitted from any thread while the timer object exists.
-// The timer must be destroyed before its execution context.
+// at once (wait() included); different timers on one context may be used from any
+// threads. A cancellation slot may be emitted from any thread while the timer object
+// exists. The timer must be destroyed before its execution context.
 #ifndef ASIO_WHEEL_TIMER_HPP
 #define ASIO_WHEEL_TIMER_HPP
 
@@ -27,25 +40,26 @@
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/system/error_code.hpp>
+#include <asio_wheel/detail/config.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
 namespace asio_wheel {
 
-template <class Executor = boost::asio::any_io_executor>
+template <class Executor = net::any_io_executor>
 class basic_timer {
 public:
   using executor_type = Executor;
   using clock_type = std::chrono::steady_clock;
   using duration = clock_type::duration;
   using time_point = clock_type::time_point;
+  // As steady_timer's: basic_waitable_timer's default WaitTraits for the clock.
+  using traits_type = net::wait_traits<clock_type>;
 
   // The timer type when rebound to another executor.
   template <class OtherExecutor>
@@ -59,7 +73,7 @@ public:
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
-                                                   boost::asio::execution_context&>,
+                                                   net::execution_context&>,
                              int> = 0>
   explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
 
@@ -73,14 +87,14 @@ public:
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
-                                                   boost::asio::execution_context&>,
+                                                   net::execution_context&>,
                              int> = 0>
   basic_timer(ExecutionContext& ctx, time_point expiry)
       : basic_timer(executor_type(ctx.get_executor()), expiry) {}
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
-                                                   boost::asio::execution_context&>,
+                                                   net::execution_context&>,
                              int> = 0>
   basic_timer(ExecutionContext& ctx, duration expiry)
       : basic_timer(executor_type(ctx.get_executor()), expiry) {}
@@ -110,13 +124,21 @@ public:
     return *this;
   }
 
+  // As above, from a timer on another executor that converts to ours.
+  template <class OtherExecutor,
+            std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
+  basic_timer& operator=(basic_timer<OtherExecutor>&& other) {
+    basic_timer tmp(std::move(other));
+    return *this = std::move(tmp);
+  }
+
   // Pending waits complete with operation_aborted.
   ~basic_timer() { service_->cancel(entry_); }
 
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
-  executor_type get_executor() noexcept { return executor_; }
+  const executor_type& get_executor() noexcept { return executor_; }
 
   time_point expiry() const { return entry_.expiry; }
 
@@ -130,6 +152,68 @@ public:
   // Pending waits complete with operation_aborted. Returns how many.
   std::size_t cancel() { return service_->cancel(entry_); }
 
+  // The oldest pending wait completes with operation_aborted. Returns 1, or 0 if none.
+  std::size_t cancel_one() { return service_->cancel_one(entry_); }
+
+  // Blocks the calling thread until the service's clock reaches expiry() (see the top of
+  // this file); returns at once if it has already. Never fails, so never throws (where
+  // steady_timer's would throw only for an error of select(), e.g. EINTR).
+  void wait() {
+    error_code ec;
+    wait(ec);
+  }
+
+  // As wait(); ec is cleared.
+  void wait(error_code& ec) {
+    ec = error_code();
+    const time_point t = entry_.expiry;
+    if (service_->options().clock == clock_mode::steady) {
+      // sleep_until may return early (a signal, a spurious wake-up): look again.
+      while (clock_type::now() < t) std::this_thread::sleep_until(t);
+      return;
+    }
+    // Manual clock: only advance(), on another thread, moves time.
+    auto pause = std::chrono::microseconds(50);
+    while (service_->now() < t) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
+
+#if !defined(BOOST_ASIO_NO_DEPRECATED) && !defined(ASIO_NO_DEPRECATED) && \
+    ASIO_WHEEL_ASIO_VERSION < 103400
+  // Asio's deprecated members (removed in Boost 1.87), for code that still uses them.
+  // None of these operations can fail: each clears ec.
+  std::size_t cancel(error_code& ec) {
+    ec = error_code();
+    return cancel();
+  }
+  std::size_t cancel_one(error_code& ec) {
+    ec = error_code();
+    return cancel_one();
+  }
+  // expiry().
+  time_point expires_at() const { return expiry(); }
+  std::size_t expires_at(time_point t, error_code& ec) {
+    ec = error_code();
+    return expires_at(t);
+  }
+  // expiry() - now by the service's clock, saturated to the duration's range.
+  duration expires_from_now() const {
+    const duration::rep a = entry_.expiry.time_since_epoch().count();
+    const duration::rep b = service_->now().time_since_epoch().count();
+    if (b < 0 && a > duration::max().count() + b) return duration::max();
+    if (b > 0 && a < duration::min().count() + b) return duration::min();
+    return duration(a - b);
+  }
+  // expires_after(d).
+  std::size_t expires_from_now(duration d) { return expires_after(d); }
+  std::size_t expires_from_now(duration d, error_code& ec) {
+    ec = error_code();
+    return expires_after(d);
+  }
+#endif
+
   // Moves the expiry and keeps the pending waits: they now complete at t. O(1); no
   // handler is completed, allocated or posted.
   void reset_at(time_point t) { service_->reset_at(entry_, t); }
@@ -138,11 +222,11 @@ public:
   void reset_after(duration d) { service_->reset_at(entry_, service_->deadline_after(d)); }
 
   // Starts an asynchronous wait for the expiry. Completion signature
-  // void(boost::system::error_code); any completion token, defaulting to the
+  // void(error_code); any completion token, defaulting to the
   // executor's default token (as_default_on).
-  template <class WaitToken = boost::asio::default_completion_token_t<executor_type>>
-  auto async_wait(WaitToken&& token = boost::asio::default_completion_token_t<executor_type>()) {
-    return boost::asio::async_initiate<WaitToken, void(boost::system::error_code)>(
+  template <class WaitToken = net::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = net::default_completion_token_t<executor_type>()) {
+    return net::async_initiate<WaitToken, void(error_code)>(
         initiate_async_wait(this), token);
   }
 
