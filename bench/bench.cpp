@@ -9,6 +9,10 @@
 //    runs the context, and compares completions with starts. A shortfall is a lost
 //    handler; a success before the expiry is an early fire. Either makes the exit status 1.
 //  - Single-threaded io_context (concurrency hint 1) unless the workload says otherwise.
+//
+// It compares with boost::asio::steady_timer, so standalone builds leave it out
+// (bench/CMakeLists.txt reads this marker):
+// asio_wheel: requires Boost
 #include "churn.hpp"
 #include "deadline.hpp"
 #include "fire.hpp"

@@ -17,6 +17,12 @@ namespace bench {
 // implementation is measured in its own forked child, after malloc_trim, so neither
 // reuses memory the other (or an earlier workload) freed.
 
+// Carries a type into a generic lambda (std::type_identity is C++20).
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
 struct w4_result {
   double bytes_per_wait = 0;
   std::uint64_t lost = 0;
@@ -101,8 +107,8 @@ inline void w4_run(bench_run& b) {
   };
   // steady_timer first only so that the wheel row can quote the ratio; the children are
   // independent, so the order does not affect either figure.
-  if (b.cfg.want_steady()) one(std::type_identity<steady_timer>{});
-  if (b.cfg.want_wheel()) one(std::type_identity<wheel_timer>{});
+  if (b.cfg.want_steady()) one(type_tag<steady_timer>{});
+  if (b.cfg.want_wheel()) one(type_tag<wheel_timer>{});
   b.out.add_group(std::move(g));
 }
 

@@ -18,6 +18,9 @@
 //   cooldown --manual-clock < script  deterministic, instant
 //   cooldown --self-test
 
+// A Boost.Asio program: left out of standalone builds (examples/CMakeLists.txt).
+// asio_wheel: requires Boost
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
@@ -30,6 +33,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -136,12 +140,15 @@ class game {
     bool cooling = false;  // cast, and its "ready" has not been delivered yet
   };
 
-  template <class... A>
-  void say(const char* fmt, A... a) {
+  // printf-style, with the compiler checking the format against the arguments.
+  [[gnu::format(printf, 2, 3)]] void say(const char* fmt, ...) {
     double t = std::chrono::duration<double>(wheel_.now() - start_).count();
     char buf[160];
     int n = std::snprintf(buf, sizeof buf, "[%7.1fs] ", t);
-    std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), fmt, a...);
+    std::va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), fmt, args);
+    va_end(args);
     out_ << buf << '\n' << std::flush;
   }
 

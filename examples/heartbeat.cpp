@@ -23,6 +23,9 @@
 //   heartbeat server [--port P] [options]         serve until SIGINT/SIGTERM
 //   heartbeat client --port P [--mute-after MS]   one client
 
+// A Boost.Asio program: left out of standalone builds (examples/CMakeLists.txt).
+// asio_wheel: requires Boost
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
@@ -30,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -108,10 +112,13 @@ double ms_since_start() {
   return std::chrono::duration<double, std::milli>(steady::now() - g_start).count();
 }
 
-template <class... A>
-void log(const char* fmt, A... a) {
+// printf-style, with the compiler checking the format against the arguments.
+[[gnu::format(printf, 1, 2)]] void log(const char* fmt, ...) {
   std::printf("[%8.1f ms] ", ms_since_start());
-  std::printf(fmt, a...);
+  std::va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -273,7 +280,9 @@ class server {
  private:
   // An ended peer is dropped from the list (whoever ended it still holds a reference).
   void forget(peer& p) {
-    std::erase_if(peers_, [&](const std::shared_ptr<peer>& q) { return q.get() == &p; });
+    peers_.erase(std::remove_if(peers_.begin(), peers_.end(),
+                                [&](const std::shared_ptr<peer>& q) { return q.get() == &p; }),
+                 peers_.end());
   }
 
   void accept() {

@@ -22,6 +22,9 @@
 // sockets, an expiry storm is delivered in batches of wheel_options::expiry_batch, and
 // a busy machine can deschedule the whole process.
 
+// A Boost.Asio program: left out of standalone builds (examples/CMakeLists.txt).
+// asio_wheel: requires Boost
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>

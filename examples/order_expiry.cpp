@@ -14,12 +14,16 @@
 //   order_expiry --random N         N random orders checked against a plain model
 //   order_expiry --self-test        both (the script, then 5000 random orders)
 
+// A Boost.Asio program: left out of standalone builds (examples/CMakeLists.txt).
+// asio_wheel: requires Boost
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -126,11 +130,14 @@ class shop {
   std::size_t take_errors() const { return take_errors_; }
 
  private:
-  template <class... A>
-  void log(const char* fmt, A... a) {
+  // printf-style, with the compiler checking the format against the arguments.
+  [[gnu::format(printf, 2, 3)]] void log(const char* fmt, ...) {
     if (!verbose_) return;
     std::printf("[%s] ", clock_text(now_s()).c_str());
-    std::printf(fmt, a...);
+    std::va_list args;
+    va_start(args, fmt);
+    std::vprintf(fmt, args);
+    va_end(args);
     std::printf("\n");
   }
 

@@ -17,9 +17,19 @@
 //   request_deadline client --port P [--client-deadline MS] [--requests 20,900,...]
 //   request_deadline --self-test
 
+// Built only in C++20 builds, and only with Boost (examples/CMakeLists.txt reads these):
+// asio_wheel: requires C++20
+// asio_wheel: requires Boost
+
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
+
+// The whole program is coroutines (the marker above keeps it out of C++17 builds); say so
+// plainly, as the first error, on a compiler without them.
+#if !defined(__cpp_impl_coroutine) || !defined(BOOST_ASIO_HAS_CO_AWAIT)
+#error "request_deadline needs C++20 coroutines (__cpp_impl_coroutine, BOOST_ASIO_HAS_CO_AWAIT)"
+#endif
 
 #include <chrono>
 #include <csignal>
