@@ -15,6 +15,19 @@ namespace asio = boost::asio;
 #define ASIO_WHEEL_TEST_HINT_UNSAFE BOOST_ASIO_CONCURRENCY_HINT_UNSAFE
 #endif
 
+// Asio before 1.24 (standalone 1.22 and 1.23; every supported Boost has 1.26 or later)
+// has deferred and as_tuple only in asio::experimental: the suites name them asio::.
+#if ASIO_WHEEL_ASIO_VERSION < 102400
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/deferred.hpp>
+namespace asio {
+using experimental::as_tuple;
+using experimental::as_tuple_t;
+using experimental::deferred;
+using experimental::deferred_t;
+} // namespace asio
+#endif
+
 // Coroutine tests need the language feature and an Asio that supports it.
 #if defined(__cpp_impl_coroutine) &&                                                    \
     (defined(ASIO_HAS_CO_AWAIT) || defined(BOOST_ASIO_HAS_CO_AWAIT))
@@ -24,5 +37,6 @@ namespace asio = boost::asio;
 #endif
 
 using asio_wheel::error_code;
+using asio_wheel::system_error; // boost::system::system_error or std::system_error
 
 #endif

@@ -3,9 +3,9 @@
 #ifndef ASIO_WHEEL_TESTS_MANUAL_CLOCK_HPP
 #define ASIO_WHEEL_TESTS_MANUAL_CLOCK_HPP
 
-#include <asio_wheel.hpp>
+#include "asio_test.hpp"
 
-#include <boost/asio/io_context.hpp>
+#include <asio_wheel.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -24,7 +24,7 @@ inline asio_wheel::wheel_options manual_options(
 }
 
 struct manual_context {
-  boost::asio::io_context io;
+  asio::io_context io;
   asio_wheel::wheel_service& svc;
 
   explicit manual_context(const asio_wheel::wheel_options& o = manual_options())

@@ -2,13 +2,10 @@
 #define BOOST_TEST_MODULE delay_queue
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel/delay_queue.hpp>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace net = boost::asio;
+namespace net = asio;
 using namespace std::chrono_literals;
 using asio_wheel::delay_queue;
 using std::chrono::steady_clock;
@@ -31,7 +28,7 @@ using fixture = asio_wheel_test::manual_context;
 // Starts a take appending what it got to `got` (errors as "!<message>").
 template <class Queue>
 void take_into(Queue& q, std::vector<std::string>& got) {
-  q.async_take([&got](boost::system::error_code ec, std::string s) {
+  q.async_take([&got](error_code ec, std::string s) {
     got.push_back(ec ? "!" + ec.message() : s);
   });
 }
@@ -110,7 +107,7 @@ BOOST_AUTO_TEST_CASE(several_takers_served_in_order) {
   delay_queue<std::string> q(f.io);
   std::vector<std::pair<int, std::string>> got;
   for (int i = 0; i < 3; ++i)
-    q.async_take([&got, i](boost::system::error_code ec, std::string s) {
+    q.async_take([&got, i](error_code ec, std::string s) {
       BOOST_TEST(!ec);
       got.emplace_back(i, s);
     });
@@ -244,7 +241,7 @@ BOOST_AUTO_TEST_CASE(move_only_elements) {
   BOOST_TEST(q.erase(k));
   std::vector<int> got;
   for (int i = 0; i < 2; ++i)
-    q.async_take([&](boost::system::error_code ec, std::unique_ptr<int> p) {
+    q.async_take([&](error_code ec, std::unique_ptr<int> p) {
       BOOST_TEST(!ec);
       BOOST_REQUIRE(p);
       got.push_back(*p);
@@ -262,7 +259,7 @@ BOOST_AUTO_TEST_CASE(destruction_destroys_remaining_elements_and_aborts_takes) {
     auto k = q.push(tracked(99), 1h);
     q.erase(k);
     int taken = -1;
-    q.async_take([&](boost::system::error_code ec, tracked t) {
+    q.async_take([&](error_code ec, tracked t) {
       BOOST_TEST(!ec);
       taken = t.v;
     });
@@ -277,7 +274,7 @@ BOOST_AUTO_TEST_CASE(destruction_destroys_remaining_elements_and_aborts_takes) {
   bool aborted = false;
   {
     delay_queue<tracked> q(f.io);
-    q.async_take([&](boost::system::error_code ec, tracked) {
+    q.async_take([&](error_code ec, tracked) {
       aborted = ec == net::error::operation_aborted;
     });
   }
@@ -312,7 +309,7 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_a_take) {
   net::cancellation_signal sig;
   strings got;
   q.async_take(net::bind_cancellation_slot(
-      sig.slot(), [&](boost::system::error_code ec, std::string s) {
+      sig.slot(), [&](error_code ec, std::string s) {
         got.push_back(ec ? "!" : s);
       }));
   take_into(q, got);
@@ -340,7 +337,7 @@ BOOST_AUTO_TEST_CASE(one_ticks_expiries_come_out_in_order_and_count_against_the_
   for (int v : order) q.push(v, std::chrono::microseconds(1000 + 100 * v)); // all in tick 1
   std::vector<int> got;
   for (int i = 0; i < n; ++i)
-    q.async_take([&got](boost::system::error_code ec, int v) {
+    q.async_take([&got](error_code ec, int v) {
       BOOST_TEST(!ec);
       got.push_back(v);
     });
@@ -366,7 +363,7 @@ BOOST_AUTO_TEST_CASE(decreasing_delays_inside_one_tick_come_out_earliest_first) 
   f.advance(1ms);
   std::vector<int> got;
   for (int i = 0; i < 1000; ++i)
-    q.async_take([&got](boost::system::error_code, int v) { got.push_back(v); });
+    q.async_take([&got](error_code, int v) { got.push_back(v); });
   f.settle();
   BOOST_TEST_REQUIRE(got.size() == 1000u);
   BOOST_TEST(got.front() == 998); // delay 501 us: the earliest

@@ -8,19 +8,10 @@
 #define BOOST_TEST_MODULE executors_threads
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -30,10 +21,8 @@
 #include <thread>
 #include <vector>
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using asio_wheel_test::manual_options;
-using boost::system::error_code;
 
 namespace {
 
@@ -300,11 +289,11 @@ BOOST_AUTO_TEST_CASE(a_cancellation_racing_a_timer_move_is_never_lost) {
   BOOST_TEST(f.svc.stats().pending == 0u);
 }
 
-// BOOST_ASIO_CONCURRENCY_HINT_UNSAFE: Asio takes no locks; the wheel works on one
+// ASIO_WHEEL_TEST_HINT_UNSAFE: Asio takes no locks; the wheel works on one
 // thread, with or without its own lock (automatic: off where asio::config can tell).
 BOOST_AUTO_TEST_CASE(the_unsafe_concurrency_hint_works_on_one_thread) {
   for (auto locking : {asio_wheel::locking_mode::automatic, asio_wheel::locking_mode::off}) {
-    asio::io_context io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE);
+    asio::io_context io(ASIO_WHEEL_TEST_HINT_UNSAFE);
     auto o = manual_options();
     o.locking = locking;
     asio_wheel::wheel_service& svc = asio_wheel::install(io, o);
@@ -320,7 +309,7 @@ BOOST_AUTO_TEST_CASE(the_unsafe_concurrency_hint_works_on_one_thread) {
     BOOST_TEST(cancelled == 1);
   }
   // A steady wheel created by the first timer, with an expiry already passed.
-  asio::io_context io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE);
+  asio::io_context io(ASIO_WHEEL_TEST_HINT_UNSAFE);
   asio_wheel::timer t(io, std::chrono::steady_clock::time_point{});
   int fired = 0;
   t.async_wait([&](error_code ec) { fired += !ec; });

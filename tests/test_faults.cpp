@@ -10,17 +10,10 @@
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
-
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/multiple_exceptions.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -32,9 +25,7 @@
 #include <thread>
 #include <vector>
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using boost::system::error_code;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define FAULTS_SANITIZED 1
@@ -66,7 +57,7 @@ struct thrown : std::runtime_error {
 };
 
 // Runs io until it runs out of work, counting the exceptions that leave run(), and
-// separately the boost::asio::multiple_exceptions (Asio's wrapper when two exceptions
+// separately the asio::multiple_exceptions (Asio's wrapper when two exceptions
 // were captured in one scheduler handler: see strand_exceptions_leave_run_one_by_one).
 struct caught_count {
   std::size_t thrown = 0, multiple = 0;
@@ -147,7 +138,7 @@ BOOST_AUTO_TEST_CASE(throwing_handler_on_strand) { throwing_handler_case(1024, t
 // As with steady_timer, each exception of a strand-bound handler leaves run() by itself.
 // Were the step to dispatch all strand-bound completions of a batch from one scheduler
 // handler, Asio would capture the exceptions of handlers its dispatch ran inline, and a
-// second capture turns both into one boost::asio::multiple_exceptions keeping only the
+// second capture turns both into one asio::multiple_exceptions keeping only the
 // first: so such completions are posted, one scheduler handler each.
 BOOST_AUTO_TEST_CASE(strand_exceptions_leave_run_one_by_one) {
   const auto c = throwing_handler_case(1024, true);

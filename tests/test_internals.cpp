@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE internals
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
+
 #include <asio_wheel/detail/op_memory.hpp>
 #include <asio_wheel/detail/upper_clock.hpp>
 

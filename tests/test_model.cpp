@@ -6,11 +6,10 @@
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
-
-#include <boost/asio.hpp>
 
 #include <chrono>
 #include <deque>
@@ -19,9 +18,7 @@
 #include <random>
 #include <vector>
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using boost::system::error_code;
 using clock_type = std::chrono::steady_clock;
 
 namespace {

@@ -3,15 +3,10 @@
 #define BOOST_TEST_MODULE periodic_timer
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel/periodic_timer.hpp>
-
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +16,7 @@
 #include <optional>
 #include <vector>
 
-namespace net = boost::asio;
+namespace net = asio;
 using namespace std::chrono_literals;
 using asio_wheel::missed_tick;
 using asio_wheel::periodic_timer;
@@ -58,7 +53,7 @@ struct fixture : asio_wheel_test::manual_context {
 // What a tick handler saw.
 struct tick_record {
   bool called = false;
-  boost::system::error_code ec;
+  error_code ec;
   std::uint64_t missed = 0;
   steady_clock::duration at{};
 };
@@ -66,7 +61,7 @@ struct tick_record {
 // Starts one async_tick recording into `r`.
 void tick(periodic_timer& t, fixture& f, tick_record& r) {
   r = tick_record{};
-  t.async_tick([&r, &f](boost::system::error_code ec, std::uint64_t missed) {
+  t.async_tick([&r, &f](error_code ec, std::uint64_t missed) {
     r.called = true;
     r.ec = ec;
     r.missed = missed;
@@ -315,7 +310,7 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_aborts_one_tick) {
   net::cancellation_signal sig;
   tick_record r;
   t.async_tick(net::bind_cancellation_slot(
-      sig.slot(), [&](boost::system::error_code ec, std::uint64_t) { r.called = true, r.ec = ec; }));
+      sig.slot(), [&](error_code ec, std::uint64_t) { r.called = true, r.ec = ec; }));
   sig.emit(net::cancellation_type::terminal);
   f.settle();
   BOOST_TEST((r.ec == net::error::operation_aborted));
@@ -386,7 +381,7 @@ struct chain {
   }
   struct next {
     chain* self;
-    void operator()(boost::system::error_code ec, std::uint64_t) const {
+    void operator()(error_code ec, std::uint64_t) const {
       BOOST_REQUIRE(!ec);
       if (--self->left > 0) self->start();
     }

@@ -9,16 +9,10 @@
 #define BOOST_TEST_MODULE storm
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
-
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/connect_pair.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 
 #include <array>
 #include <chrono>
@@ -27,9 +21,7 @@
 #include <memory>
 #include <vector>
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using boost::system::error_code;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STORM_SANITIZED 1

@@ -10,17 +10,10 @@
 #define BOOST_TEST_MODULE stress_threads
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -36,9 +29,7 @@
 
 #include <unistd.h>
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using boost::system::error_code;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STRESS_SANITIZED 1

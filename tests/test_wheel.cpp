@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE wheel
 #include <boost/test/unit_test.hpp>
 
+#include "asio_test.hpp"
+
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <cstdint>

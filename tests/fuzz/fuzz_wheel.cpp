@@ -25,15 +25,9 @@
 // Built by tests/fuzz/CMakeLists.txt as fuzz_wheel (clang, -fsanitize=fuzzer); with
 // ASIO_WHEEL_FUZZ_STANDALONE defined it has its own main() that replays files given on
 // the command line (the corpus regression test in ordinary builds).
-#include <asio_wheel.hpp>
+#include "../asio_test.hpp"
 
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
+#include <asio_wheel.hpp>
 
 #include <algorithm>
 #include <array>
@@ -56,20 +50,21 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using duration = clock_type::duration;
 using time_point = clock_type::time_point;
-using boost::system::error_code;
 
 [[noreturn]] void fail(const char* what, long long a = 0, long long b = 0) {
   std::fprintf(stderr, "fuzz_wheel: model mismatch: %s (%lld, %lld)\n", what, a, b);
   std::abort();
 }
-#define CHECK(cond, ...) \
-  do {                   \
-    if (!(cond)) fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
+// CHECK(cond), CHECK(cond, a) or CHECK(cond, a, b): the missing values padded with 0
+// (C++17: no __VA_OPT__); the values are evaluated only when cond fails.
+#define CHECK(...) CHECK_IMPL(__VA_ARGS__, 0LL, 0LL, 0)
+#define CHECK_IMPL(cond, a, b, ...) \
+  do {                              \
+    if (!(cond)) fail(#cond, a, b); \
   } while (0)
 
 // ---- input ----------------------------------------------------------------------------

@@ -2,6 +2,15 @@
 // timer wait on a manual clock completes with success once virtual time reaches it.
 #include <asio_wheel.hpp>
 
+// The consumer's CMakeLists.txt asks for C++17: asio_wheel's usage requirement (cxx_std_17)
+// must not have raised it to C++20.
+#if defined(ASIO_WHEEL_CONSUMER_EXPECT_CXX17) && __cplusplus != 201703L
+#error "asio_wheel's usage requirements changed the consumer's C++17 (__cplusplus != 201703L)"
+#endif
+#if defined(ASIO_WHEEL_STANDALONE)
+#error "asio_wheel::asio_wheel must not define ASIO_WHEEL_STANDALONE"
+#endif
+
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
