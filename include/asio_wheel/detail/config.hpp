@@ -23,7 +23,6 @@
 #ifdef ASIO_WHEEL_STANDALONE
 
 #include <asio/any_io_executor.hpp>
-#include <asio/append.hpp>
 #include <asio/associated_allocator.hpp>
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
@@ -64,7 +63,6 @@ using system_error = std::system_error;
 #else // Boost.Asio
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/append.hpp>
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>

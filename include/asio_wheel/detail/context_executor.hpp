@@ -23,9 +23,26 @@
 #include <asio_wheel/detail/config.hpp>
 
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 namespace asio_wheel::detail {
+
+// ex.target<T>(), but only when the target is a T. Asio checks the type itself from
+// 1.26 (Boost 1.81) on; 1.22 returns any target as a T. There the type is compared
+// here where RTTI allows, and without RTTI the target cannot be inspected: nullptr,
+// "not a T", which costs a dispatch instead of an inline call, never correctness.
+template <class T>
+const T* target_of(const net::any_io_executor& ex) noexcept {
+#if ASIO_WHEEL_ASIO_VERSION >= 102600
+  return ex.template target<T>();
+#elif defined(__GXX_RTTI) || defined(__cpp_rtti)
+  return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
+#else
+  (void)ex;
+  return nullptr;
+#endif
+}
 
 template <class Context, class = void>
 struct has_get_executor : std::false_type {};
@@ -47,7 +64,7 @@ net::any_io_executor context_executor(const Executor& ex);
 template <class Candidate>
 bool context_executor_of_target(const net::any_io_executor& ex,
                                 net::any_io_executor& out) {
-  const Candidate* target = ex.template target<Candidate>();
+  const Candidate* target = target_of<Candidate>(ex);
   if (target) out = context_executor(*target);
   return target != nullptr;
 }

@@ -39,7 +39,7 @@ bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
   if constexpr (std::is_same_v<Executor, plain>) {
     return &ex.context() == &svc.context();
   } else if constexpr (std::is_same_v<Executor, net::any_io_executor>) {
-    const plain* p = ex.template target<plain>();
+    const plain* p = target_of<plain>(ex);
     return p != nullptr && &p->context() == &svc.context();
   } else {
     return false;
@@ -57,6 +57,20 @@ class plain_wait_op : public wait_op {
 public:
   explicit plain_wait_op(func_type f) noexcept : wait_op(f) {}
   std::tuple<> take_values() noexcept { return {}; }
+};
+
+// A handler with its completion arguments, to hand to another executor: what
+// net::append does, which Asio 1.22 lacks. It keeps the handler's allocator, which
+// dispatch allocates from; its executor is the one it is dispatched to.
+template <class Handler, class... Args>
+struct bound_completion {
+  using allocator_type = net::associated_allocator_t<Handler>;
+
+  Handler handler;
+  std::tuple<Args...> args;
+
+  allocator_type get_allocator() const noexcept { return net::get_associated_allocator(handler); }
+  void operator()() { std::apply(std::move(handler), std::move(args)); }
 };
 
 template <class Base, class Handler, class WorkExecutor>
@@ -125,7 +139,8 @@ private:
             std::move(handler)(ec, std::move(v)...);
           } else {
             net::dispatch(std::move(work),
-                                  net::append(std::move(handler), ec, std::move(v)...));
+                                  bound_completion<Handler, error_code, std::decay_t<decltype(v)>...>{
+                                      std::move(handler), {ec, std::move(v)...}});
           }
         },
         std::move(values));
