@@ -1,4 +1,7 @@
+// asio_wheel's error category, and how an operation's result becomes an error_code.
 #include <asio_wheel/error.hpp>
+
+#include <asio_wheel/detail/wheel_op.hpp>
 
 #include <string>
 
@@ -27,3 +30,16 @@ const error_category& category() noexcept {
 }
 
 } // namespace asio_wheel::error
+
+namespace asio_wheel::detail {
+
+error_code to_error_code(op_result r) noexcept {
+  switch (r) {
+  case op_result::success: return {};
+  case op_result::aborted: return net::error::operation_aborted;
+  case op_result::too_many: return error::make_error_code(error::too_many_timers);
+  }
+  return {};
+}
+
+} // namespace asio_wheel::detail

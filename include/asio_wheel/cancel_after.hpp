@@ -26,9 +26,9 @@
 #ifndef ASIO_WHEEL_CANCEL_AFTER_HPP
 #define ASIO_WHEEL_CANCEL_AFTER_HPP
 
+#include <asio_wheel/detail/cancel_after_op.hpp>
 #include <asio_wheel/detail/deadline_state.hpp>
-#include <asio_wheel/detail/handler_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_clock.hpp>
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -56,8 +56,8 @@ namespace detail {
 // d as a steady_clock duration, rounded up (never early) and saturated (a huge d means
 // never, not an overflow).
 template <class Rep, class Period>
-wheel_service::duration to_wheel_duration(const std::chrono::duration<Rep, Period>& d) {
-  using target = wheel_service::duration;
+steady_duration to_wheel_duration(const std::chrono::duration<Rep, Period>& d) {
+  using target = steady_duration;
   using wide = std::chrono::duration<long double, std::nano>;
   const wide w = d;
   if (w >= wide(target::max())) return target::max();
@@ -109,7 +109,7 @@ ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(
 template <class Token, class Duration>
 auto cancel_at(const std::chrono::time_point<std::chrono::steady_clock, Duration>& t,
                net::cancellation_type c, Token&& token) {
-  const wheel_service::time_point at(detail::to_wheel_duration(t.time_since_epoch()));
+  const detail::steady_time at(detail::to_wheel_duration(t.time_since_epoch()));
   return cancel_after_t<std::decay_t<Token>>(std::forward<Token>(token),
                                              detail::deadline_spec{false, {}, at}, c);
 }
@@ -120,155 +120,9 @@ auto cancel_at(const std::chrono::time_point<std::chrono::steady_clock, Duration
   return asio_wheel::cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
 }
 
-namespace detail {
-
-// The user's slot, when connected, forwards into the operation's.
-struct forward_cancellation {
-  deadline_state* state;
-  void operator()(net::cancellation_type t) const { state->signal.emit(t); }
-};
-
-// The handler the operation sees: the user's, plus the deadline it ends.
-template <class Handler>
-class cancel_after_handler {
-public:
-  using cancellation_slot_type = net::cancellation_slot;
-
-  template <class H>
-  cancel_after_handler(H&& h, deadline_state* s) : handler_(std::forward<H>(h)), state_(s) {
-    state_->add_ref();
-  }
-
-  cancel_after_handler(cancel_after_handler&& o) noexcept(
-      std::is_nothrow_move_constructible_v<Handler>)
-      : handler_(std::move(o.handler_)), state_(std::exchange(o.state_, nullptr)) {}
-  cancel_after_handler& operator=(cancel_after_handler&&) = delete;
-
-  // Destroyed without being invoked (shutdown, a failed initiation): the deadline ends.
-  ~cancel_after_handler() {
-    if (state_) end();
-  }
-
-  // The operation's slot: our signal's.
-  cancellation_slot_type get_cancellation_slot() const noexcept {
-    return state_ ? state_->signal.slot() : cancellation_slot_type();
-  }
-
-  // Forwards the user's slot (if connected) to the operation's.
-  void forward_user_slot() {
-    auto slot = net::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected()) slot.template emplace<forward_cancellation>(forward_cancellation{state_});
-  }
-
-  template <class... Args>
-  void operator()(Args&&... args) {
-    end();
-    std::move(handler_)(std::forward<Args>(args)...);
-  }
-
-  const Handler& get() const noexcept { return handler_; }
-
-private:
-  // Unhooks the user's slot, then the deadline (which may wait out an emission).
-  void end() noexcept {
-    auto slot = net::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected()) slot.clear();
-    std::exchange(state_, nullptr)->finish();
-  }
-
-  Handler handler_;
-  deadline_state* state_;
-};
-
-// The executor whose context's wheel holds the deadline and on which it is emitted:
-// the operation's I/O executor, else the one the handler names. With neither there is
-// no context to put the deadline on, and no safe place to emit the cancellation (a
-// default such as system_executor would emit on a thread of its own, racing the
-// operation), so that does not compile.
-template <class Initiation, class Handler>
-net::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
-  if constexpr (has_get_executor<const Initiation>::value) {
-    return init.get_executor();
-  } else {
-    static_assert(!std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
-                                  no_associated_executor>,
-                  "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
-                  "and the handler names none: bind one (bind_executor) to say "
-                  "which context's wheel holds the deadline and where it is emitted");
-    return net::get_associated_executor(h);
-  }
-}
-
-// Wraps the operation's initiation: starts the deadline around it.
-template <class Initiation>
-class initiate_cancel_after {
-public:
-  template <class I>
-  initiate_cancel_after(I&& init, deadline_spec spec, net::cancellation_type type)
-      : initiation_(std::forward<I>(init)), spec_(spec), type_(type) {}
-
-  // For adapters further out that look for the I/O executor.
-  template <class I = Initiation>
-  auto get_executor() const noexcept -> decltype(std::declval<const I&>().get_executor()) {
-    return initiation_.get_executor();
-  }
-
-  template <class Handler, class... Args>
-  void operator()(Handler&& handler, Args&&... args) && {
-    launch(std::move(initiation_), std::forward<Handler>(handler), std::forward<Args>(args)...);
-  }
-
-  template <class Handler, class... Args>
-  void operator()(Handler&& handler, Args&&... args) const& {
-    launch(initiation_, std::forward<Handler>(handler), std::forward<Args>(args)...);
-  }
-
-private:
-  template <class Init, class Handler, class... Args>
-  void launch(Init&& init, Handler&& handler, Args&&... args) const {
-    net::any_io_executor ex = deadline_executor(init, handler);
-    wheel_service& svc = detail::use_wheel(ex);
-    const auto deadline = spec_.resolve(svc);
-    // The initiation's ref keeps the state alive until the entry is armed, whatever
-    // the operation does meanwhile (it may even complete on another thread).
-    deadline_state* s = deadline_state_impl<decltype(op_allocator(handler))>::create(
-        op_allocator(handler), svc, ex, type_);
-    struct release_on_exit {
-      deadline_state* s;
-      ~release_on_exit() { s->release(); }
-    } initiation_ref{s};
-    cancel_after_handler<std::decay_t<Handler>> wrapped(std::forward<Handler>(handler), s);
-    wrapped.forward_user_slot();
-    std::forward<Init>(init)(std::move(wrapped), std::forward<Args>(args)...);
-    s->arm(deadline);
-  }
-
-  Initiation initiation_;
-  deadline_spec spec_;
-  net::cancellation_type type_;
-};
-
-} // namespace detail
 } // namespace asio_wheel
 
 ASIO_WHEEL_ASIO_NAMESPACE_BEGIN
-
-// Every associated characteristic but the cancellation slot (which the handler has
-// as a member) is the user's handler's.
-template <template <class, class> class Associator, class Handler, class DefaultCandidate>
-struct associator<Associator, asio_wheel::detail::cancel_after_handler<Handler>, DefaultCandidate>
-    : Associator<Handler, DefaultCandidate> {
-  static typename Associator<Handler, DefaultCandidate>::type get(
-      const asio_wheel::detail::cancel_after_handler<Handler>& h) noexcept {
-    return Associator<Handler, DefaultCandidate>::get(h.get());
-  }
-
-  static auto get(const asio_wheel::detail::cancel_after_handler<Handler>& h,
-                  const DefaultCandidate& c) noexcept
-      -> decltype(Associator<Handler, DefaultCandidate>::get(h.get(), c)) {
-    return Associator<Handler, DefaultCandidate>::get(h.get(), c);
-  }
-};
 
 // cancel_after_t<Token> completes as Token does, with the deadline around the operation.
 template <class Token, class... Signatures>

@@ -32,8 +32,7 @@
 
 #include <asio_wheel/detail/delay_queue_state.hpp>
 #include <asio_wheel/detail/handler_op.hpp>
-#include <asio_wheel/detail/wait_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -104,11 +103,8 @@ public:
     std::uint64_t queue_ = 0;   // queue identities start at 1
   };
 
-  explicit basic_delay_queue(const executor_type& ex) : executor_(ex) {
-    wheel_service& svc = detail::use_wheel(ex);
-    state_.service = &svc;
-    state_.takers.expiry = time_point::max();
-  }
+  explicit basic_delay_queue(const executor_type& ex)
+      : executor_(ex), state_(detail::shard_for(ex)) {}
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
@@ -117,20 +113,9 @@ public:
   explicit basic_delay_queue(ExecutionContext& ctx)
       : basic_delay_queue(executor_type(ctx.get_executor())) {}
 
-  // Pending takes complete with operation_aborted; remaining elements are destroyed.
-  ~basic_delay_queue() {
-    wheel_service& svc = *state_.service;
-    {
-      auto guard = svc.lock();
-      svc.unschedule_locked(state_);
-      for (node* n = state_.all_nodes; n; n = n->next_all)
-        if (n->state == node_state::scheduled) svc.unschedule_locked(*n);
-      state_.expired.clear();
-    }
-    svc.cancel(state_.takers);
-    // Outside the lock: an element's destructor may use the wheel.
-    for (node* n = state_.all_nodes; n;) delete std::exchange(n, n->next_all);
-  }
+  // Pending takes complete with operation_aborted; remaining elements are destroyed
+  // (by the state's destructor).
+  ~basic_delay_queue() = default;
 
   // The wheel links the queue's state by address: not copyable, not movable.
   basic_delay_queue(const basic_delay_queue&) = delete;
@@ -140,11 +125,11 @@ public:
 
   // Adds `value`, to expire after `delay` (a negative one: already expired).
   key push(T value, duration delay) {
-    wheel_service& svc = *state_.service;
-    const time_point expiry = svc.deadline_after(delay);
+    detail::wheel_shard& shard = *state_.shard;
+    const time_point expiry = shard.deadline_after(delay);
     node* n = nullptr;
     {
-      auto guard = svc.lock();
+      auto guard = shard.lock();
       if ((n = state_.free_nodes)) state_.free_nodes = n->next_free;
     }
     if (!n) {
@@ -158,13 +143,13 @@ public:
     // outside the lock.
     n->value.reset();
     n->value.emplace(std::move(value));
-    auto guard = svc.lock();
+    auto guard = shard.lock();
     state_.expired.reserve(state_.size + 1); // an expiry never allocates
     n->expiry = expiry;
     n->seq = state_.next_seq++;
     n->state = node_state::scheduled;
     ++state_.size;
-    svc.schedule_locked(*n, expiry);
+    shard.schedule_locked(*n, expiry);
     return key(n, n->generation, state_.id);
   }
 
@@ -172,10 +157,10 @@ public:
   bool erase(key k) {
     std::optional<T> doomed; // destroyed after the lock is released
     {
-      auto guard = state_.service->lock();
+      auto guard = state_.shard->lock();
       node* n = find_locked(k);
       if (!n) return false;
-      unlink_locked(*n);
+      state_.unlink_locked(*n);
       doomed.emplace(std::move(*n->value));
       state_.release_locked(*n);
     }
@@ -185,9 +170,9 @@ public:
   // The element now expires after `delay` from now, even if it had expired already
   // (and not been taken); false if the key is stale.
   bool reset(key k, duration delay) {
-    wheel_service& svc = *state_.service;
-    const time_point expiry = svc.deadline_after(delay);
-    auto guard = svc.lock();
+    detail::wheel_shard& shard = *state_.shard;
+    const time_point expiry = shard.deadline_after(delay);
+    auto guard = shard.lock();
     node* n = find_locked(k);
     if (!n) return false;
     if (n->state == node_state::expired) {
@@ -195,18 +180,21 @@ public:
       n->state = node_state::scheduled;
     }
     n->expiry = expiry;
-    svc.schedule_locked(*n, expiry);
+    shard.schedule_locked(*n, expiry);
     return true;
   }
 
   // Elements pushed and not yet taken or erased, expired or not.
   std::size_t size() const {
-    auto guard = state_.service->lock();
+    auto guard = state_.shard->lock();
     return state_.size;
   }
 
   // Pending takes complete with operation_aborted; returns how many.
-  std::size_t cancel() { return state_.service->cancel(state_.takers); }
+  std::size_t cancel() {
+    auto guard = state_.shard->lock();
+    return state_.shard->abort_all_locked(state_.takers);
+  }
 
   // Takes the earliest expired element, waiting for one if none has expired.
   // Completion signature void(error_code, T); any completion token.
@@ -231,28 +219,9 @@ private:
     template <class TakeHandler>
     void operator()(TakeHandler&& handler) const {
       state_type& q = self_->state_;
-      wheel_service& svc = *q.service;
       auto* op = detail::make_handler_op<detail::take_op<T>>(
-          std::forward<TakeHandler>(handler), svc, q.takers, self_->executor_);
-      auto guard = svc.lock();
-      if (svc.stopped_locked()) {
-        guard.unlock();
-        op->destroy();
-        return;
-      }
-      // Expired elements and nobody ahead in line: served at once, as if by post.
-      if (q.takers.waits.empty() && !q.expired.empty()) {
-        q.hand_front_locked(*op);
-        svc.complete_locked(op, detail::op_result::success);
-        return;
-      }
-      if (!svc.add_pending_locked()) {
-        svc.complete_locked(op, detail::op_result::too_many);
-        return;
-      }
-      q.takers.waits.push_back(*op);
-      if (!q.takers.linked()) svc.schedule_locked(q.takers, time_point::max());
-      if (!q.expired.empty()) q.dispatch_soon_locked();
+          std::forward<TakeHandler>(handler), *q.shard, q.takers, self_->executor_);
+      q.start_take(*op);
     }
 
   private:
@@ -261,17 +230,7 @@ private:
 
   // The live node `k` names, or nullptr if the key is stale (lock held).
   node* find_locked(const key& k) const noexcept {
-    if (k.queue_ != state_.id || !k.node_) return nullptr;
-    node* n = k.node_;
-    return n->generation == k.generation_ && n->state != node_state::free ? n : nullptr;
-  }
-
-  // Takes a live node off the wheel or out of the expired FIFO (lock held).
-  void unlink_locked(node& n) noexcept {
-    if (n.state == node_state::scheduled)
-      state_.service->unschedule_locked(n);
-    else
-      state_.expired.erase(n);
+    return k.queue_ == state_.id ? state_.find_locked(k.node_, k.generation_) : nullptr;
   }
 
   executor_type executor_;

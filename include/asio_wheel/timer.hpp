@@ -37,8 +37,8 @@
 #define ASIO_WHEEL_TIMER_HPP
 
 #include <asio_wheel/detail/handler_op.hpp>
-#include <asio_wheel/detail/wait_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
+#include <asio_wheel/detail/timer_state.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -69,7 +69,7 @@ public:
 
   // A timer with no expiry set (time_point()), whose waits would complete at once.
   explicit basic_timer(const executor_type& ex)
-      : executor_(ex), service_(&detail::use_wheel(ex)) {}
+      : executor_(ex), state_(detail::shard_for(ex)) {}
 
   template <class ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&,
@@ -78,11 +78,11 @@ public:
   explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
 
   basic_timer(const executor_type& ex, time_point expiry) : basic_timer(ex) {
-    entry_.expiry = expiry;
+    state_.expiry = expiry;
   }
 
   basic_timer(const executor_type& ex, duration expiry) : basic_timer(ex) {
-    entry_.expiry = service_->deadline_after(expiry);
+    state_.expiry = state_.shard->deadline_after(expiry);
   }
 
   template <class ExecutionContext,
@@ -102,24 +102,23 @@ public:
   // Pending waits move along with the timer; the moved-from timer is left with no
   // waits and the same executor, as if newly constructed.
   basic_timer(basic_timer&& other) noexcept
-      : executor_(other.executor_), service_(other.service_) {
-    service_->move_entry(other.entry_, entry_);
+      : executor_(other.executor_), state_(*other.state_.shard) {
+    state_.take_over(other.state_);
   }
 
   template <class OtherExecutor,
             std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
   basic_timer(basic_timer<OtherExecutor>&& other) noexcept
-      : executor_(other.executor_), service_(other.service_) {
-    service_->move_entry(other.entry_, entry_);
+      : executor_(other.executor_), state_(*other.state_.shard) {
+    state_.take_over(other.state_);
   }
 
   // Pending waits of *this complete with operation_aborted; other's waits move over.
   basic_timer& operator=(basic_timer&& other) {
     if (this != &other) {
-      service_->cancel(entry_);
+      state_.cancel();
       executor_ = other.executor_;
-      service_ = other.service_;
-      service_->move_entry(other.entry_, entry_);
+      state_.take_over(other.state_);
     }
     return *this;
   }
@@ -133,27 +132,27 @@ public:
   }
 
   // Pending waits complete with operation_aborted.
-  ~basic_timer() { service_->cancel(entry_); }
+  ~basic_timer() { state_.cancel(); }
 
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
   const executor_type& get_executor() noexcept { return executor_; }
 
-  time_point expiry() const { return entry_.expiry; }
+  time_point expiry() const { return state_.expiry; }
 
   // Sets the expiry; pending waits complete with operation_aborted. Returns how many.
-  std::size_t expires_at(time_point t) { return service_->expires_at(entry_, t); }
+  std::size_t expires_at(time_point t) { return state_.expires_at(t); }
 
   // expires_at(now() + d), saturated: duration::max() means never, a negative d means
   // already expired.
-  std::size_t expires_after(duration d) { return expires_at(service_->deadline_after(d)); }
+  std::size_t expires_after(duration d) { return expires_at(state_.shard->deadline_after(d)); }
 
   // Pending waits complete with operation_aborted. Returns how many.
-  std::size_t cancel() { return service_->cancel(entry_); }
+  std::size_t cancel() { return state_.cancel(); }
 
   // The oldest pending wait completes with operation_aborted. Returns 1, or 0 if none.
-  std::size_t cancel_one() { return service_->cancel_one(entry_); }
+  std::size_t cancel_one() { return state_.cancel_one(); }
 
   // Blocks the calling thread until the service's clock reaches expiry() (see the top of
   // this file); returns at once if it has already. Never fails, so never throws (where
@@ -166,15 +165,15 @@ public:
   // As wait(); ec is cleared.
   void wait(error_code& ec) {
     ec = error_code();
-    const time_point t = entry_.expiry;
-    if (service_->options().clock == clock_mode::steady) {
+    const time_point t = state_.expiry;
+    if (state_.shard->options().clock == clock_mode::steady) {
       // sleep_until may return early (a signal, a spurious wake-up): look again.
       while (clock_type::now() < t) std::this_thread::sleep_until(t);
       return;
     }
     // Manual clock: only advance(), on another thread, moves time.
     auto pause = std::chrono::microseconds(50);
-    while (service_->now() < t) {
+    while (state_.shard->now() < t) {
       std::this_thread::sleep_for(pause);
       pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
     }
@@ -200,8 +199,8 @@ public:
   }
   // expiry() - now by the service's clock, saturated to the duration's range.
   duration expires_from_now() const {
-    const duration::rep a = entry_.expiry.time_since_epoch().count();
-    const duration::rep b = service_->now().time_since_epoch().count();
+    const duration::rep a = state_.expiry.time_since_epoch().count();
+    const duration::rep b = state_.shard->now().time_since_epoch().count();
     if (b < 0 && a > duration::max().count() + b) return duration::max();
     if (b > 0 && a < duration::min().count() + b) return duration::min();
     return duration(a - b);
@@ -216,10 +215,10 @@ public:
 
   // Moves the expiry and keeps the pending waits: they now complete at t. O(1); no
   // handler is completed, allocated or posted.
-  void reset_at(time_point t) { service_->reset_at(entry_, t); }
+  void reset_at(time_point t) { state_.reset_at(t); }
 
   // reset_at(now() + d), saturated like expires_after.
-  void reset_after(duration d) { service_->reset_at(entry_, service_->deadline_after(d)); }
+  void reset_after(duration d) { state_.reset_at(state_.shard->deadline_after(d)); }
 
   // Starts an asynchronous wait for the expiry. Completion signature
   // void(error_code); any completion token, defaulting to the
@@ -246,10 +245,10 @@ private:
 
     template <class WaitHandler>
     void operator()(WaitHandler&& handler) const {
-      wheel_service& svc = *self_->service_;
-      detail::wait_op* op = detail::make_handler_op<detail::plain_wait_op>(
-          std::forward<WaitHandler>(handler), svc, self_->entry_, self_->executor_);
-      svc.start_wait(self_->entry_, op);
+      detail::timer_state& state = self_->state_;
+      detail::wheel_op* op = detail::make_handler_op<detail::plain_wait_op>(
+          std::forward<WaitHandler>(handler), *state.shard, state, self_->executor_);
+      state.start_wait(*op);
     }
 
   private:
@@ -257,8 +256,7 @@ private:
   };
 
   executor_type executor_;
-  wheel_service* service_;
-  detail::wait_entry entry_;
+  detail::timer_state state_;
 };
 
 // The timer on the default executor: what users name.

@@ -7,10 +7,10 @@
 // emission has run (or been skipped). The last one out frees the state with the
 // handler's allocator.
 //
-// Who emits: the service's step, when the entry comes due (on_due, under the lock),
+// Who emits: the shard's step, when the entry comes due (on_due, under the lock),
 // queues the state itself as an operation; its completion, outside the lock, emits
 // the signal on the operation's I/O executor (inline when that is the wheel context's
-// plain executor, else through dispatch). Under the service lock the emitter checks
+// plain executor, else through dispatch). Under the shard's lock the emitter checks
 // `done` and marks `emitting`; the completing handler sets `done` and, if an emission
 // is under way on another thread, waits for it to end before the user's handler runs.
 // So an emission never starts after the operation completed, never overlaps the
@@ -20,8 +20,9 @@
 #define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 
 #include <asio_wheel/detail/handler_op.hpp>
-#include <asio_wheel/detail/wait_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_clock.hpp>
+#include <asio_wheel/detail/wheel_op.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -37,22 +38,22 @@ namespace asio_wheel::detail {
 // When the deadline is: relative to the initiation (cancel_after) or absolute.
 struct deadline_spec {
   bool relative = true;
-  std::chrono::steady_clock::duration after{};
-  std::chrono::steady_clock::time_point at{};
+  steady_duration after{};
+  steady_time at{};
 
-  std::chrono::steady_clock::time_point resolve(const wheel_service& svc) const {
-    return relative ? svc.deadline_after(after) : at;
+  steady_time resolve(const wheel_shard& shard) const {
+    return relative ? shard.deadline_after(after) : at;
   }
 };
 
-class deadline_state : public service_entry, public wait_op {
+class deadline_state : public shard_entry, public wheel_op {
 public:
   using dealloc_func = void (*)(deadline_state*);
 
-  deadline_state(wheel_service& svc, net::any_io_executor io_ex,
+  deadline_state(wheel_shard& shard, net::any_io_executor io_ex,
                  net::cancellation_type type, dealloc_func dealloc) noexcept
-      : wait_op(&deadline_state::fire),
-        service_(&svc),
+      : wheel_op(&deadline_state::fire),
+        shard_(&shard),
         io_ex_(std::move(io_ex)),
         type_(type),
         dealloc_(dealloc) {
@@ -70,11 +71,11 @@ public:
 
   // Puts the entry on the wheel for `t`, unless the operation already completed. If
   // max_pending refuses it, the deadline counts as passed: it fires on the next step.
-  void arm(std::chrono::steady_clock::time_point t) {
-    auto guard = service_->lock();
-    if (done_ || service_->stopped_locked()) return;
-    counted_ = service_->add_pending_locked();
-    service_->schedule_locked(*this, counted_ ? t : std::chrono::steady_clock::time_point::min());
+  void arm(steady_time t) {
+    auto guard = shard_->lock();
+    if (done_ || shard_->shut_down_locked()) return;
+    counted_ = shard_->count_pending_locked();
+    shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
   }
 
   // The operation completed (or its handler was destroyed): takes the entry off the
@@ -82,10 +83,10 @@ public:
   void finish() noexcept {
     bool wait = false;
     {
-      auto guard = service_->lock();
+      auto guard = shard_->lock();
       done_ = true;
-      if (!service_->stopped_locked()) {
-        service_->unschedule_locked(*this);
+      if (!shard_->shut_down_locked()) {
+        shard_->unschedule_locked(*this);
         settle_count_locked(op_result::aborted);
       }
       wait = emitting_.load(std::memory_order_relaxed) && emitter_ != std::this_thread::get_id();
@@ -116,25 +117,25 @@ private:
   };
 
   void settle_count_locked(op_result r) noexcept {
-    if (counted_) service_->remove_pending_locked(r);
+    if (counted_) shard_->uncount_pending_locked(r);
     counted_ = false;
   }
 
   // The deadline came (lock held): queue the emission as an operation of the step.
-  static std::size_t due(service_entry& e, op_queue& out, std::size_t) {
+  static std::size_t due(shard_entry& e, due_step& step) {
     auto& s = static_cast<deadline_state&>(e);
     s.settle_count_locked(op_result::success);
     s.add_ref();
-    out.push_back(static_cast<wait_op&>(s));
+    step.out.push_back(static_cast<wheel_op&>(s));
     return 1;
   }
 
   // The step runs it outside the lock (action::complete), or shutdown drops it.
-  static bool fire(wait_op* op, action a) {
+  static bool fire(wheel_op* op, action a) {
     auto* s = static_cast<deadline_state*>(op);
     emitter e(s);
     if (a != action::complete) return false;
-    if (runs_inline(s->io_ex_, *s->service_)) {
+    if (runs_inline(s->io_ex_, *s->shard_)) {
       e();
       return false;
     }
@@ -147,7 +148,7 @@ private:
   void emit_now() {
     bool emit = false;
     {
-      auto guard = service_->lock();
+      auto guard = shard_->lock();
       if (!done_) {
         emit = true;
         emitter_ = std::this_thread::get_id();
@@ -161,7 +162,7 @@ private:
     release();
   }
 
-  wheel_service* service_;
+  wheel_shard* shard_;
   net::any_io_executor io_ex_;      // where emissions run
   net::cancellation_type type_;     // what they emit
   dealloc_func dealloc_;
@@ -179,19 +180,20 @@ public:
   using alloc_type =
       typename std::allocator_traits<Alloc>::template rebind_alloc<deadline_state_impl>;
 
-  static deadline_state* create(const Alloc& a, wheel_service& svc,
+  static deadline_state* create(const Alloc& a, wheel_shard& shard,
                                 net::any_io_executor io_ex,
                                 net::cancellation_type type) {
     alloc_type alloc(a);
     deadline_state_impl* p = std::allocator_traits<alloc_type>::allocate(alloc, 1);
-    ::new (static_cast<void*>(p)) deadline_state_impl(alloc, svc, std::move(io_ex), type);
+    ::new (static_cast<void*>(p)) deadline_state_impl(alloc, shard, std::move(io_ex), type);
     return p;
   }
 
 private:
-  deadline_state_impl(const alloc_type& a, wheel_service& svc,
+  deadline_state_impl(const alloc_type& a, wheel_shard& shard,
                       net::any_io_executor io_ex, net::cancellation_type type)
-      : deadline_state(svc, std::move(io_ex), type, &deadline_state_impl::destroy), alloc_(a) {}
+      : deadline_state(shard, std::move(io_ex), type, &deadline_state_impl::destroy),
+        alloc_(a) {}
 
   static void destroy(deadline_state* base) noexcept {
     auto* self = static_cast<deadline_state_impl*>(base);

@@ -1,7 +1,7 @@
 // The state of a delay queue: its elements (nodes on the wheel), the FIFO of expired
 // elements, the pending takes, and the step that hands the one to the other.
 //
-// Every field is guarded by the service lock: the wheel's steps (element_due,
+// Every field is guarded by the shard's lock: the wheel's steps (element_due,
 // dispatch_due) run under it on whatever thread runs the context, the queue's methods
 // take it. Values are moved under the lock but never destroyed there (a value's
 // destructor may use the wheel, e.g. a timer in it): a node given back keeps its
@@ -9,9 +9,9 @@
 #ifndef ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 
-#include <asio_wheel/detail/wait_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
-
+#include <asio_wheel/detail/wheel_clock.hpp>
+#include <asio_wheel/detail/wheel_op.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -29,9 +29,9 @@ namespace asio_wheel::detail {
 // The operation of one async_take: carries the element to the handler. Aborted and
 // refused takes pass a value-initialised T.
 template <class T>
-class take_op : public wait_op {
+class take_op : public wheel_op {
 public:
-  explicit take_op(func_type f) noexcept : wait_op(f) {}
+  explicit take_op(func_type f) noexcept : wheel_op(f) {}
   std::optional<T> value;
   std::tuple<T> take_values() { return {value ? std::move(*value) : T()}; }
 };
@@ -43,13 +43,13 @@ struct delay_queue_state;
 // the queue: a key's node pointer therefore never dangles while its queue lives, and
 // `generation` (bumped each time the node is given back) tells a stale key.
 template <class T>
-struct delay_node : service_entry {
+struct delay_node : shard_entry {
   enum class state_type : std::uint8_t { free, scheduled, expired };
 
   delay_queue_state<T>* owner = nullptr;
   std::size_t heap_index = 0;   // the node's place in the expired heap, while expired
   std::optional<T> value;       // the element; moved-from once taken or erased
-  std::chrono::steady_clock::time_point expiry{};
+  steady_time expiry{};
   std::uint64_t seq = 0;        // push order, for ties
   std::uint32_t generation = 0;
   state_type state = state_type::free;
@@ -138,26 +138,70 @@ private:
 // told apart without touching its node.
 inline std::atomic<std::uint64_t> delay_queue_ids{0};
 
-// The queue's state; itself the wheel entry of the dispatch step, linked (due at once)
+// The queue's state; itself the wheel entry of the dispatch step, linked (due now)
 // while a waiting take and an expired element may meet.
 template <class T>
-struct delay_queue_state : service_entry {
+struct delay_queue_state : shard_entry {
   using node = delay_node<T>;
   using node_state = typename node::state_type;
-  wheel_service* service = nullptr;
+
+  explicit delay_queue_state(wheel_shard& s) noexcept : shard(&s) {
+    on_due = &delay_queue_state::dispatch_due;
+  }
+
+  // Pending takes complete with operation_aborted; the elements are destroyed.
+  ~delay_queue_state() {
+    {
+      auto guard = shard->lock();
+      shard->unschedule_locked(*this);
+      for (node* n = all_nodes; n; n = n->next_all)
+        if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
+      expired.clear();
+      shard->abort_all_locked(takers);
+    }
+    // Outside the lock: an element's destructor may use the wheel.
+    for (node* n = all_nodes; n;) delete std::exchange(n, n->next_all);
+  }
+
+  wheel_shard* const shard;
   const std::uint64_t id = ++delay_queue_ids;
-  wait_entry takers;       // pending takes; on the never list while non-empty
+  wait_list takers;        // pending takes
   expired_heap<node> expired; // ordered by (expiry, push order)
   node* free_nodes = nullptr;
   node* all_nodes = nullptr;
   std::size_t size = 0;    // elements scheduled or expired
   std::uint64_t next_seq = 0;
 
-  delay_queue_state() noexcept { on_due = &delay_queue_state::dispatch_due; }
+  // Admits `op` (an async_take). Served at once, as if by post, when elements have
+  // expired and no take is ahead in line: then it never counts as pending.
+  void start_take(take_op<T>& op) {
+    auto guard = shard->lock();
+    if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked()) {
+      hand_front_locked(op);
+      shard->complete_soon_locked(op, op_result::success);
+      return;
+    }
+    if (!shard->admit(guard, takers, op, steady_time::max())) return;
+    if (!expired.empty()) dispatch_soon_locked();
+  }
+
+  // The live node (n, generation) names, or nullptr if that is stale (lock held).
+  node* find_locked(node* n, std::uint32_t generation) const noexcept {
+    if (!n) return nullptr;
+    return n->generation == generation && n->state != node_state::free ? n : nullptr;
+  }
+
+  // Takes a live node off the wheel or out of the expired heap (lock held).
+  void unlink_locked(node& n) noexcept {
+    if (n.state == node_state::scheduled)
+      shard->unschedule_locked(n);
+    else
+      expired.erase(n);
+  }
 
   // Schedules the dispatch step unless it is already on the wheel (lock held).
   void dispatch_soon_locked() {
-    if (!linked()) service->schedule_locked(*this, std::chrono::steady_clock::time_point::min());
+    if (!linked()) shard->schedule_locked(*this, steady_time::min());
   }
 
   // Gives a node back: keys to it go stale (lock held).
@@ -181,32 +225,25 @@ struct delay_queue_state : service_entry {
   // Elements of one wheel tick come due in insertion order, not expiry order, so they
   // are only handed to takes by the dispatch step, which the wheel runs after them.
   // Counts as one against the step's expiry_batch, like a completion.
-  static std::size_t element_due(service_entry& e, op_queue&, std::size_t) {
+  static std::size_t element_due(shard_entry& e, due_step&) {
     auto& n = static_cast<node&>(e);
     delay_queue_state& q = *n.owner;
     n.state = node_state::expired;
     q.expired.push(n);
-    if (!q.takers.waits.empty()) q.dispatch_soon_locked();
+    if (!q.takers.ops.empty()) q.dispatch_soon_locked();
     return 1;
   }
 
   // Hands expired elements to waiting takes, both in order, at most `budget`; if more
   // could meet, the step comes back on the next driver step.
-  static std::size_t dispatch_due(service_entry& e, op_queue& out, std::size_t budget) {
+  static std::size_t dispatch_due(shard_entry& e, due_step& step) {
     auto& q = static_cast<delay_queue_state&>(e);
     std::size_t n = 0;
-    for (; n < budget && !q.takers.waits.empty() && !q.expired.empty(); ++n) {
-      auto& op = static_cast<take_op<T>&>(q.takers.waits.front());
-      q.takers.waits.pop_front();
-      q.hand_front_locked(op);
-      op.set_result(op_result::success);
-      out.push_back(op);
-      q.service->remove_pending_locked(op_result::success);
+    for (; n < step.budget && !q.takers.ops.empty() && !q.expired.empty(); ++n) {
+      q.hand_front_locked(static_cast<take_op<T>&>(q.takers.ops.front()));
+      step.shard.complete_front_locked(q.takers, step.out);
     }
-    if (q.takers.waits.empty() && q.takers.linked())
-      q.service->unschedule_locked(q.takers);
-    else if (!q.expired.empty())
-      q.dispatch_soon_locked();
+    if (!q.takers.ops.empty() && !q.expired.empty()) q.dispatch_soon_locked();
     return n;
   }
 };

@@ -2,9 +2,9 @@
 // void(error_code, Values...): a timer's wait (no values), a periodic tick (the missed
 // count), a delay-queue take (the element).
 //
-// `Base` says what the operation carries. It derives from wait_op, is constructible
-// from a wait_op::func_type, and has `take_values()` returning a std::tuple of the
-// values to pass after the error_code. The owner fills them in under the service lock
+// `Base` says what the operation carries. It derives from wheel_op, is constructible
+// from a wheel_op::func_type, and has `take_values()` returning a std::tuple of the
+// values to pass after the error_code. The owner fills them in under the shard's lock
 // before handing the operation over; take_values() is called once, on completion,
 // outside the lock.
 //
@@ -12,15 +12,15 @@
 // cache when it has none) and is given back before the upcall, so the handler can
 // start the next operation with the same block. Delivery follows Asio's rules: a handler whose
 // associated executor is the plain executor of the wheel's io_context is invoked
-// directly by the service's step, which already runs on that context; any other
+// directly by the shard's step, which already runs on that context; any other
 // (a strand, another context) gets the handler through net::dispatch, with
 // outstanding work tracked on it until then.
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 
 #include <asio_wheel/detail/op_memory.hpp>
-#include <asio_wheel/detail/wait_op.hpp>
-#include <asio_wheel/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_op.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -31,16 +31,16 @@
 
 namespace asio_wheel::detail {
 
-// True when `ex` is the plain executor of the io_context that `svc` belongs to: then a
-// handler may run inline in the service's step, as Asio runs such handlers inline.
+// True when `ex` is the plain executor of the io_context that `shard` belongs to: then a
+// handler may run inline in the shard's step, as Asio runs such handlers inline.
 template <class Executor>
-bool runs_inline(const Executor& ex, wheel_service& svc) noexcept {
+bool runs_inline(const Executor& ex, const wheel_shard& shard) noexcept {
   using plain = net::io_context::executor_type;
   if constexpr (std::is_same_v<Executor, plain>) {
-    return &ex.context() == &svc.context();
+    return &ex.context() == &shard.context();
   } else if constexpr (std::is_same_v<Executor, net::any_io_executor>) {
     const plain* p = target_of<plain>(ex);
-    return p != nullptr && &p->context() == &svc.context();
+    return p != nullptr && &p->context() == &shard.context();
   } else {
     return false;
   }
@@ -53,9 +53,9 @@ auto op_allocator(const Handler& h) {
 }
 
 // A timer's wait: the handler gets the error_code alone.
-class plain_wait_op : public wait_op {
+class plain_wait_op : public wheel_op {
 public:
-  explicit plain_wait_op(func_type f) noexcept : wait_op(f) {}
+  explicit plain_wait_op(func_type f) noexcept : wheel_op(f) {}
   std::tuple<> take_values() noexcept { return {}; }
 };
 
@@ -78,31 +78,31 @@ class handler_op final : public Base {
 public:
   using slot_type = net::associated_cancellation_slot_t<Handler>;
 
-  // Allocates through the handler's allocator; connects the cancellation slot to `e`.
+  // Allocates through the handler's allocator; connects the cancellation slot to
+  // `owner`, the list the op will wait on.
   template <class H, class... Work>
-  static Base* create(H&& h, wheel_service& svc, wait_entry& e, Work&&... work) {
+  static Base* create(H&& h, wheel_shard& shard, wait_list& owner, Work&&... work) {
     auto alloc = rebind_alloc(op_allocator(h));
     handler_op* p = std::allocator_traits<decltype(alloc)>::allocate(alloc, 1);
     try {
-      ::new (static_cast<void*>(p)) handler_op(std::forward<H>(h), svc, std::forward<Work>(work)...);
+      ::new (static_cast<void*>(p)) handler_op(std::forward<H>(h), std::forward<Work>(work)...);
     } catch (...) {
       std::allocator_traits<decltype(alloc)>::deallocate(alloc, p, 1);
       throw;
     }
-    p->connect(e);
+    p->connect(shard, owner);
     return p;
   }
 
 private:
   struct no_work {};
   using work_type = std::conditional_t<std::is_void_v<WorkExecutor>, no_work, WorkExecutor>;
-  using action = wait_op::action;
+  using action = wheel_op::action;
 
   template <class H, class... Work>
-  handler_op(H&& h, wheel_service& svc, Work&&... work)
+  explicit handler_op(H&& h, Work&&... work)
       : Base(&handler_op::do_func),
         handler_(std::forward<H>(h)),
-        service_(&svc),
         work_(std::forward<Work>(work)...) {}
 
   template <class Alloc>
@@ -110,13 +110,14 @@ private:
     return typename std::allocator_traits<Alloc>::template rebind_alloc<handler_op>(a);
   }
 
-  void connect(wait_entry& e) {
+  void connect(wheel_shard& shard, wait_list& owner) {
     slot_type slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected())
-      this->set_cancellation(&slot.template emplace<op_cancellation>(op_cancellation{service_, &e}));
+      this->set_cancellation(
+          &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner}));
   }
 
-  static bool do_func(wait_op* base, action a) {
+  static bool do_func(wheel_op* base, action a) {
     auto* self = static_cast<handler_op*>(base);
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
@@ -148,25 +149,25 @@ private:
   }
 
   Handler handler_;
-  wheel_service* service_;
   ASIO_WHEEL_NO_UNIQUE_ADDRESS work_type work_;
 };
 
 // Stands in for "no associated executor" when asking a handler for one.
 struct no_associated_executor {};
 
-// Creates the operation for `handler` owned by `e`, choosing inline delivery or
+// Creates the operation for `handler`, to wait on `owner`, choosing inline delivery or
 // dispatch by the handler's associated executor (defaulting to `io_ex`).
 template <class Base, class Handler, class IoExecutor>
-Base* make_handler_op(Handler&& handler, wheel_service& svc, wait_entry& e,
+Base* make_handler_op(Handler&& handler, wheel_shard& shard, wait_list& owner,
                       const IoExecutor& io_ex) {
   using handler_t = std::decay_t<Handler>;
   auto create = [&](const auto& ex) -> Base* {
-    if (runs_inline(ex, svc))
-      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), svc, e);
+    if (runs_inline(ex, shard))
+      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), shard,
+                                                       owner);
     auto work = net::prefer(ex, net::execution::outstanding_work.tracked);
     return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler),
-                                                               svc, e, std::move(work));
+                                                               shard, owner, std::move(work));
   };
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.

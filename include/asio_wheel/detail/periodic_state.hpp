@@ -1,0 +1,138 @@
+// periodic_state: one periodic timer's schedule and pending ticks, and its operations on
+// its shard. The public basic_periodic_timer is a front end over it.
+//
+// Two wheel entries: the state itself, linked at the next tick's due time while a tick
+// is pending, whose on_due (tick_due) evaluates the tick; and `ticks`, the wait_list of
+// pending async_ticks, parked on the never list while non-empty (so that shutdown finds
+// them). Every field but `shard` and `policy` changes only under the shard's lock.
+#ifndef ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
+#define ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
+
+#include <asio_wheel/detail/wheel_clock.hpp>
+#include <asio_wheel/detail/wheel_op.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+
+namespace asio_wheel {
+
+// What a periodic timer does about ticks whose slot passed while nobody was waiting
+// (or while the context was busy): see basic_periodic_timer.
+enum class missed_tick { skip, burst, delay };
+
+namespace detail {
+
+// The operation of one async_tick: carries the missed count to the handler.
+class tick_op : public wheel_op {
+public:
+  explicit tick_op(func_type f) noexcept : wheel_op(f) {}
+  std::uint64_t missed = 0;
+  std::tuple<std::uint64_t> take_values() noexcept { return {missed}; }
+};
+
+// Each timer's jitter stream gets its own seed: deterministic for a given order of
+// construction (so tests reproduce), different between timers (so they spread).
+inline std::atomic<std::uint64_t> periodic_seed{0x853c49e6748fea9bULL};
+
+struct periodic_state : shard_entry {
+  // The first tick is due one period from now; period > 0 (checked by the timer).
+  periodic_state(wheel_shard& s, steady_duration p, missed_tick how) noexcept
+      : shard(&s), period(p), policy(how) {
+    on_due = &periodic_state::tick_due;
+    rng = periodic_seed.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
+    next = saturating_add(s.now(), p);
+  }
+
+  wheel_shard* const shard;
+  wait_list ticks;              // pending async_ticks
+  steady_time next{};           // slot of the next tick to complete
+  steady_time due{};            // next + its jitter, while the entry is on the wheel
+  steady_duration period{};     // > 0
+  steady_duration jitter{};     // >= 0; used capped at period
+  const missed_tick policy;
+  std::uint64_t rng = 0;        // splitmix64 state of the jitter
+
+  // Admits `op` (an async_tick) and, if no tick is scheduled, schedules the next one.
+  void start_tick(wheel_op& op) {
+    auto guard = shard->lock();
+    if (!shard->admit(guard, ticks, op, steady_time::max())) return;
+    if (!linked()) schedule_next_locked();
+  }
+
+  // Pending ticks complete with operation_aborted; returns how many.
+  std::size_t cancel() {
+    auto guard = shard->lock();
+    shard->unschedule_locked(*this);
+    return shard->abort_all_locked(ticks);
+  }
+
+  // Restarts the schedule: the next tick is due at now + period.
+  void reset() {
+    const steady_time now = shard->now();
+    auto guard = shard->lock();
+    next = saturating_add(now, period);
+    if (linked()) schedule_next_locked();
+  }
+
+private:
+  // The due time of the tick at `slot`: slot + uniform [0, min(jitter, period)).
+  steady_time jittered(steady_time slot) noexcept {
+    const auto span = static_cast<std::uint64_t>(std::min(jitter, period).count());
+    if (span == 0) return slot;
+    std::uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    // The modulo's bias is below span / 2^64: nil for any jitter a clock can express.
+    return saturating_add(slot, steady_duration(static_cast<steady_duration::rep>(z % span)));
+  }
+
+  // Puts the entry on the wheel for the next tick (lock held).
+  void schedule_next_locked() {
+    due = jittered(next);
+    shard->schedule_locked(*this, due);
+  }
+
+  // The tick came due (lock held): hands it to the first pending async_tick and moves
+  // the schedule on by the policy.
+  static std::size_t tick_due(shard_entry& e, due_step& step) {
+    auto& s = static_cast<periodic_state&>(e);
+    if (s.ticks.ops.empty()) return 0; // its only tick was cancelled per-operation
+    const steady_time now = step.now;
+    const steady_time slot = s.next;
+    // Late by whole periods after the first time the wheel could complete the tick.
+    const steady_time on_time = step.shard.rounded_up(s.due);
+    const std::uint64_t missed =
+        now > on_time ? static_cast<std::uint64_t>((now - on_time) / s.period) : 0;
+    switch (s.policy) {
+    case missed_tick::burst:
+      s.next = saturating_add(slot, s.period);
+      break;
+    case missed_tick::skip: {
+      // The slots whose time has passed, rounding or not, are dropped. slot + passed *
+      // period <= now, so only the last step can overflow. The result is after now -
+      // period: at worst one slot whose jittered time is still ahead.
+      const auto passed = now > s.due ? (now - s.due) / s.period : 0;
+      s.next = saturating_add(slot + passed * s.period, s.period);
+      break;
+    }
+    case missed_tick::delay:
+      s.next = saturating_add(now, s.period);
+      break;
+    }
+    static_cast<tick_op&>(s.ticks.ops.front()).missed = missed;
+    step.shard.complete_front_locked(s.ticks, step.out);
+    if (!s.ticks.ops.empty()) s.schedule_next_locked();
+    return 1;
+  }
+};
+
+} // namespace detail
+
+} // namespace asio_wheel
+
+#endif

@@ -1,0 +1,284 @@
+// wheel_shard: one timing wheel of a context and everything that runs it.
+//
+// A shard owns the wheel (wheel.hpp), its clock (wheel_clock.hpp), a lock, the driver
+// (one net::steady_timer on the context, armed for the first tick at which a slot comes
+// due and only while something is in a slot), the ready queue of operations to complete
+// on the next step, and the count of pending operations. The wheel_service owns the
+// shards; each I/O object lives on one for good. What runs where: every step runs on the
+// context's plain executor (context_executor.hpp); handlers run on their own.
+//
+// A step (the driver firing, or a posted step) reads the clock once, advances the wheel
+// to it, and hands over at most expiry_batch operations: first the ready queue, then
+// the entries that came due, each through its on_due. It then invokes them outside the
+// lock, and re-posts itself while there is more to do.
+//
+// Entries. Every node on a shard's wheel is a shard_entry: a wheel_entry plus on_due,
+// what happens when it comes due. Two kinds:
+//   - a wait_list owns pending operations (a timer's waits, a periodic timer's pending
+//     ticks, a delay queue's pending takes). Invariant: it is linked on the wheel iff
+//     it holds operations; the op protocol below keeps it so.
+//   - any other entry is a step of its owner (a periodic tick, a delay-queue element,
+//     the queue's hand-over step, a cancel_after deadline).
+// Two tricks the wheel is used for beyond deadlines:
+//   - Parking on the never list. A periodic timer's or a delay queue's wait_list is
+//     linked at time_point::max(): it never comes due and costs no wake-up, but
+//     shutdown(), which walks the wheel, finds and destroys its operations.
+//   - "Due now". An entry scheduled at time_point::min() goes straight to the due list:
+//     its on_due runs in the next step, as if by post, in order with the other due
+//     entries and within expiry_batch (a delay queue's hand-over, a refused deadline).
+//
+// The op protocol, each written once, here: admit (an operation joins a wait_list),
+// complete_front_locked / complete_all_locked (operations leave with success into the
+// step's batch) and abort_locked / abort_all_locked (they leave with
+// operation_aborted, completed on the next step). An op is owned by exactly one of: a
+// wait_list, the ready queue, a step's batch (then it is being invoked).
+//
+// What an on_due may do. It runs under the lock, inside the step, with a due_step. It
+// may call the *_locked members of its shard, read step.now, and append the operations
+// it completes to step.out (through complete_*_locked). It must not take the lock,
+// invoke or destroy a handler, or destroy a user's value (whose destructor may call back
+// into the shard). It returns how much of step.budget (>= 1) it used: the operations it
+// appended, or 1 for an expiry that completes none itself, so that no kind of expiry
+// escapes the batch; one with more to do than its budget re-schedules itself due now.
+//
+// Locking: every member not marked _locked takes the lock; _locked members expect the
+// caller to hold it (lock()). With locking_mode::off the lock is a no-op.
+#ifndef ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
+#define ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
+
+#include <asio_wheel/detail/context_executor.hpp>
+#include <asio_wheel/detail/wheel.hpp>
+#include <asio_wheel/detail/wheel_clock.hpp>
+#include <asio_wheel/detail/wheel_op.hpp>
+#include <asio_wheel/options.hpp>
+#include <asio_wheel/wheel_service.hpp>
+
+#include <asio_wheel/detail/config.hpp>
+
+#include <atomic>
+#include <cassert>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+
+namespace asio_wheel::detail {
+
+class wheel_shard;
+struct shard_entry;
+
+// What an on_due gets: its shard, the step's batch, what is left of the step's
+// expiry_batch (>= 1), and the step's clock reading (never before the entry's time).
+struct due_step {
+  wheel_shard& shard;
+  op_queue& out;
+  std::size_t budget;
+  steady_time now;
+};
+
+// A node of a shard's wheel (see the top of the file).
+struct shard_entry : wheel_entry {
+  using due_func = std::size_t (*)(shard_entry&, due_step&);
+  due_func on_due = nullptr;      // set by the owner; never null once linked
+  bool is_wait_list = false;      // set by wait_list only
+};
+
+// An entry that owns pending operations, in the order they were started. Linked on the
+// wheel iff `ops` is non-empty.
+// An owner with a deadline of its own (a timer) sets its own on_due; the others park
+// the list on the never list, where it never comes due.
+struct wait_list : shard_entry {
+  wait_list() noexcept {
+    is_wait_list = true;
+    on_due = &wait_list::parked_due;
+  }
+  op_queue ops;
+
+private:
+  static std::size_t parked_due(shard_entry&, due_step&) noexcept {
+    assert(!"a parked wait_list came due");
+    return 0;
+  }
+};
+
+// The per-operation cancellation handler of a pending op, installed in the handler's
+// cancellation slot. It reaches the op through the wait_list that owns it, looking the
+// op up by this handler's own address (as Asio's timers do), so an emission after
+// completion, or on a signal whose op's memory was reused, is a harmless no-op while
+// the owner lives. `owner` is read and written only under the shard's lock: when the
+// owner moves (a timer move), move_list_locked re-points it, and an emission racing the
+// move on another thread finds the op in whichever list holds it. The handler object
+// itself is never replaced while the op is pending, so the emitting thread never sees
+// it change under it.
+struct op_cancellation {
+  wheel_shard* shard;
+  wait_list* owner;
+  void operator()(net::cancellation_type type); // src/wheel_shard.cpp
+};
+
+class wheel_shard {
+public:
+  // The shard's lock: a std::mutex, or nothing (locking_mode resolved to off).
+  class lock_type {
+  public:
+    explicit lock_type(bool enabled) noexcept : enabled_(enabled) {}
+    void lock() { if (enabled_) mutex_.lock(); }
+    void unlock() { if (enabled_) mutex_.unlock(); }
+  private:
+    std::mutex mutex_;
+    bool enabled_;
+  };
+  using guard_type = std::unique_lock<lock_type>;
+
+  // `opts` (validated) and `pending_total` belong to the service, which outlives the
+  // shard. All shards of a service share the epoch, so that they tick together.
+  wheel_shard(net::execution_context& ctx, const wheel_options& opts, steady_time epoch,
+              bool locking, std::atomic<std::size_t>& pending_total);
+  ~wheel_shard();
+  wheel_shard(const wheel_shard&) = delete;
+  wheel_shard& operator=(const wheel_shard&) = delete;
+
+  net::execution_context& context() const noexcept { return context_; }
+  const wheel_options& options() const noexcept { return options_; }
+
+  // The executor the driver and the steps run on: the plain executor of the context
+  // (context_executor.hpp), given by the first I/O object (the first call wins), and
+  // released by shutdown(). Set lazily because only an I/O object's executor type says
+  // how to derive it.
+  void use_context_executor(const net::any_io_executor& context_ex);
+  bool has_context_executor() const noexcept {
+    return has_executor_.load(std::memory_order_acquire);
+  }
+
+  guard_type lock() const { return guard_type(mutex_); }
+  bool shut_down_locked() const noexcept { return shut_down_; }
+
+  // ---- time (see wheel_clock.hpp for which clock is read where) ----
+
+  // The clock: steady_clock::now(), or virtual time.
+  steady_time now() const;
+  // now() + d for a deadline, saturated; in steady mode from the cheap upper bound.
+  steady_time deadline_after(steady_duration d) const {
+    if (!clock_.manual()) return saturating_add(wheel_clock::steady_deadline_base(), d);
+    return saturating_add(now(), d);
+  }
+  // The first time the wheel can complete something due at t: t rounded up to the
+  // tick. Lateness is measured from it, so that the rounding never counts as late.
+  steady_time rounded_up(steady_time t) const noexcept { return clock_.rounded_up(t); }
+  // Manual mode: moves virtual time forward and queues what came due (see
+  // wheel_service::advance).
+  void advance(steady_duration d);
+  // This shard's counters.
+  wheel_stats stats() const;
+
+  // ---- entries (lock held) ----
+
+  // Links `e` for time t, or moves it there (the wheel's lazy rule), then makes the
+  // driver agree: a step if it is due now, an earlier arming if it comes before the
+  // armed tick, a disarm when nothing is left in a slot.
+  void schedule_locked(shard_entry& e, steady_time t) {
+    assert(e.on_due != nullptr);
+    const tick_t k = clock_.to_tick(t);
+    if (e.linked())
+      wheel_.reschedule(e, k);
+    else
+      wheel_.insert(e, k);
+    if (e.is_due())
+      post_step_locked();
+    else if (k < armed_)
+      arm_locked();
+    else if (k == never_tick)
+      disarm_when_idle_locked();
+  }
+  // Unlinks `e` (no effect if it is not linked).
+  void unschedule_locked(shard_entry& e);
+  // The owner of `from` moved to `to`: `to` takes over its place on the wheel and its
+  // operations, whose cancellation handlers now point at `to`. `to` holds none.
+  void move_list_locked(wait_list& from, wait_list& to) noexcept;
+
+  // ---- the op protocol ----
+
+  // Admits `op` to `list`: counted pending (holding the context's work), and `list`
+  // linked for `when` if it was not. False if it was not admitted: after shutdown the op
+  // is destroyed (with `guard` released first: a handler's destructor may call back in),
+  // and over max_pending it completes with too_many_timers on the next step.
+  bool admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when);
+  // Completes `op`, which never waited (refused, or served at once), with `r` on the
+  // next step: as if by post, never inline. Not after shutdown.
+  void complete_soon_locked(wheel_op& op, op_result r);
+  // In an on_due: the oldest op of `list` (non-empty) leaves with success into `out`.
+  // The owner fills in its values first. `list` is unlinked once empty.
+  void complete_front_locked(wait_list& list, op_queue& out);
+  // In an on_due: every op of `list` leaves with success into `out`; returns how many.
+  std::size_t complete_all_locked(wait_list& list, op_queue& out);
+  // `op` (on `list`) leaves with operation_aborted, completed on the next step.
+  void abort_locked(wait_list& list, wheel_op& op);
+  // Every op of `list` leaves so; returns how many.
+  std::size_t abort_all_locked(wait_list& list);
+  // Per-operation cancellation: aborts the op whose cancellation handler is `c` if it
+  // still waits on c.owner; false if not (handed over already, or `c` is stale).
+  bool cancel_op(const op_cancellation& c);
+
+  // Counting for an owner that is pending without an op on a list (a cancel_after
+  // deadline): the reverse of each other; false if max_pending refuses.
+  bool count_pending_locked();
+  void uncount_pending_locked(op_result r, std::size_t n = 1) noexcept;
+
+  // In an on_due: a timer whose expiry was `expiry` completes at step.now; for the
+  // stats' max_lateness. Asserts the never-early guarantee.
+  void note_expiry_locked(steady_time expiry, steady_time now) noexcept;
+
+  // Destroys every pending operation without invoking it and releases the executor,
+  // the driver and the work (wheel_service::shutdown).
+  void shutdown();
+
+private:
+  // Why a step runs.
+  enum class step_cause { driver_fired, posted };
+
+  void disarm_when_idle_locked();
+  void arm_locked();
+  void post_step_locked();
+  void on_driver(const error_code& ec);
+  void run_step(step_cause cause);
+  // Moves ready and due operations into `batch`, at most expiry_batch; `now` is the
+  // step's clock reading.
+  void collect_locked(op_queue& batch, steady_time now);
+  void invoke(op_queue& batch);
+
+  net::execution_context& context_;
+  const wheel_options& options_;
+  mutable lock_type mutex_;
+  wheel wheel_;
+  wheel_clock clock_;
+
+  std::atomic<bool> has_executor_{false};
+  net::any_io_executor executor_;     // the context's plain one
+  net::any_io_executor work_;         // tracked while anything is pending
+  std::optional<net::steady_timer> driver_;
+  tick_t armed_ = never_tick;         // the tick the driver is armed for
+
+  op_queue ready_;                    // to complete on the next step
+  std::size_t ready_count_ = 0;       // ready_'s length
+  bool step_posted_ = false;
+  bool disarm_posted_ = false;
+  bool shut_down_ = false;
+
+  wheel_stats stats_;
+  // Pending over all shards, the service's: counted only when max_pending is set.
+  std::atomic<std::size_t>& pending_total_;
+};
+
+// The shard of `ex`'s execution context that an I/O object constructed now lives on
+// (the service is created with defaults if the context has none), with the context's
+// plain executor given to it.
+template <class Executor>
+wheel_shard& shard_for(const Executor& ex) {
+  wheel_shard& shard = service_access::next_shard(
+      net::use_service<wheel_service>(net::query(ex, net::execution::context)));
+  if (!shard.has_context_executor()) shard.use_context_executor(context_executor(ex));
+  return shard;
+}
+
+} // namespace asio_wheel::detail
+
+#endif

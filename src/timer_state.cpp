@@ -1,0 +1,43 @@
+// A timer's operations on its shard (see detail/timer_state.hpp).
+#include <asio_wheel/detail/timer_state.hpp>
+
+namespace asio_wheel::detail {
+
+void timer_state::start_wait(wheel_op& op) {
+  auto guard = shard->lock();
+  shard->admit(guard, *this, op, expiry);
+}
+
+std::size_t timer_state::cancel() {
+  auto guard = shard->lock();
+  return shard->abort_all_locked(*this);
+}
+
+std::size_t timer_state::cancel_one() {
+  auto guard = shard->lock();
+  if (ops.empty()) return 0;
+  shard->abort_locked(*this, ops.front());
+  return 1;
+}
+
+std::size_t timer_state::expires_at(steady_time t) {
+  auto guard = shard->lock();
+  const std::size_t n = shard->abort_all_locked(*this);
+  expiry = t;
+  return n;
+}
+
+void timer_state::take_over(timer_state& from) noexcept {
+  shard = from.shard;
+  auto guard = shard->lock();
+  expiry = from.expiry;
+  shard->move_list_locked(from, *this);
+}
+
+std::size_t timer_state::expired(shard_entry& e, due_step& step) {
+  auto& timer = static_cast<timer_state&>(e);
+  step.shard.note_expiry_locked(timer.expiry, step.now);
+  return step.shard.complete_all_locked(timer, step.out);
+}
+
+} // namespace asio_wheel::detail

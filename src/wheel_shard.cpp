@@ -1,0 +1,359 @@
+// One wheel of a context: the driver, the steps, the pending count and the op protocol
+// (see detail/wheel_shard.hpp).
+#include <asio_wheel/detail/wheel_shard.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace asio_wheel::detail {
+
+namespace {
+
+// Whether `op` is on `list` (for asserts: who owns an op).
+[[maybe_unused]] bool holds(wait_list& list, const wheel_op& op) noexcept {
+  return std::any_of(list.ops.begin(), list.ops.end(),
+                     [&op](const wheel_op& o) { return &o == &op; });
+}
+
+} // namespace
+
+wheel_shard::wheel_shard(net::execution_context& ctx, const wheel_options& opts,
+                         steady_time epoch, bool locking,
+                         std::atomic<std::size_t>& pending_total)
+    : context_(ctx),
+      options_(opts),
+      mutex_(locking),
+      wheel_(opts.slots, opts.levels),
+      clock_(opts.clock, opts.tick, epoch),
+      pending_total_(pending_total) {}
+
+wheel_shard::~wheel_shard() = default;
+
+void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
+  auto guard = lock();
+  // After shutdown the shard keeps no executor: nothing may outlive the services.
+  if (!has_executor_.load(std::memory_order_relaxed) && !shut_down_) executor_ = context_ex;
+  has_executor_.store(true, std::memory_order_release);
+}
+
+// ---- time ----
+
+steady_time wheel_shard::now() const {
+  if (!clock_.manual()) return std::chrono::steady_clock::now();
+  auto guard = lock();
+  return clock_.now_locked();
+}
+
+void wheel_shard::advance(steady_duration d) {
+  assert(clock_.manual() && d >= steady_duration::zero()); // checked by the service
+  auto guard = lock();
+  clock_.advance_locked(d);
+  wheel_.advance_to(clock_.floor_tick(clock_.now_locked()));
+  if (wheel_.has_due()) post_step_locked();
+}
+
+wheel_stats wheel_shard::stats() const {
+  auto guard = lock();
+  wheel_stats s = stats_;
+  s.next_wakeup = clock_.tick_time(wheel_.next_slot_tick());
+  return s;
+}
+
+// ---- entries ----
+
+void wheel_shard::unschedule_locked(shard_entry& e) {
+  wheel_.remove(e);
+  disarm_when_idle_locked();
+}
+
+void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
+  assert(to.ops.empty() && !to.linked());
+  to.ops.swap(from.ops);
+  wheel_.replace(from, to);
+  for (wheel_op& op : to.ops)
+    if (op_cancellation* c = op.cancellation()) c->owner = &to;
+  assert(to.linked() == !to.ops.empty() && !from.linked());
+}
+
+// ---- the op protocol ----
+
+bool wheel_shard::count_pending_locked() {
+  if (options_.max_pending != 0) {
+    // One limit over all shards: claim a place in the service's count.
+    std::size_t n = pending_total_.load(std::memory_order_relaxed);
+    do {
+      if (n >= options_.max_pending) {
+        ++stats_.rejected;
+        return false;
+      }
+    } while (!pending_total_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+  }
+  // A pending wait is outstanding work of the context, as with steady_timer: held as
+  // one tracked executor while anything is pending.
+  if (stats_.pending++ == 0)
+    work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
+  return true;
+}
+
+void wheel_shard::uncount_pending_locked(op_result r, std::size_t n) noexcept {
+  if (n == 0) return;
+  assert(stats_.pending >= n);
+  stats_.pending -= n;
+  if (options_.max_pending != 0) pending_total_.fetch_sub(n, std::memory_order_relaxed);
+  if (r == op_result::success)
+    stats_.expired += n;
+  else
+    stats_.cancelled += n;
+  if (stats_.pending == 0) work_ = net::any_io_executor();
+}
+
+bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when) {
+  assert(guard.owns_lock() && list.linked() == !list.ops.empty());
+  if (shut_down_) {
+    guard.unlock();
+    op.destroy();
+    return false;
+  }
+  if (!count_pending_locked()) {
+    complete_soon_locked(op, op_result::too_many);
+    return false;
+  }
+  list.ops.push_back(op);
+  if (!list.linked()) schedule_locked(list, when);
+  return true;
+}
+
+void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
+  assert(!shut_down_); // nothing would ever complete or destroy it
+  op.set_result(r);
+  ready_.push_back(op);
+  ++ready_count_;
+  post_step_locked();
+}
+
+void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
+  assert(!list.ops.empty());
+  wheel_op& op = list.ops.front();
+  list.ops.pop_front();
+  op.set_result(op_result::success);
+  out.push_back(op);
+  uncount_pending_locked(op_result::success);
+  if (list.ops.empty()) unschedule_locked(list);
+}
+
+std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& out) {
+  std::size_t n = 0;
+  for (wheel_op& op : list.ops) op.set_result(op_result::success), ++n;
+  out.append(list.ops);
+  uncount_pending_locked(op_result::success, n);
+  if (list.linked()) unschedule_locked(list);
+  return n;
+}
+
+void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
+  assert(holds(list, op));
+  list.ops.remove(op);
+  complete_soon_locked(op, op_result::aborted);
+  uncount_pending_locked(op_result::aborted);
+  if (list.ops.empty()) unschedule_locked(list);
+}
+
+std::size_t wheel_shard::abort_all_locked(wait_list& list) {
+  if (list.ops.empty()) return 0;
+  std::size_t n = 0;
+  for (wheel_op& op : list.ops) op.set_result(op_result::aborted), ++n;
+  ready_.append(list.ops);
+  ready_count_ += n;
+  // Post before releasing the pending count's work, so that the context never sees
+  // zero outstanding work (and stops) while aborted handlers are queued.
+  post_step_locked();
+  uncount_pending_locked(op_result::aborted, n);
+  unschedule_locked(list);
+  return n;
+}
+
+bool wheel_shard::cancel_op(const op_cancellation& c) {
+  auto guard = lock();
+  wait_list& list = *c.owner; // under the lock: a move may have re-pointed it
+  for (wheel_op& op : list.ops) {
+    if (op.cancellation() != &c) continue;
+    abort_locked(list, op); // ends the walk: the list changed
+    return true;
+  }
+  return false;
+}
+
+void op_cancellation::operator()(net::cancellation_type type) {
+  using ct = net::cancellation_type;
+  if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none) shard->cancel_op(*this);
+}
+
+void wheel_shard::note_expiry_locked(steady_time expiry, steady_time now) noexcept {
+  // Expiries before the wheel existed count from its start (no overflow from
+  // time_point::min()).
+  expiry = std::max(expiry, clock_.epoch());
+  assert(now >= expiry); // never early
+  if (now > expiry) {
+    const auto late = std::chrono::duration_cast<std::chrono::nanoseconds>(now - expiry);
+    if (late > stats_.max_lateness) stats_.max_lateness = late;
+  }
+}
+
+// ---- driving ----
+
+void wheel_shard::disarm_when_idle_locked() {
+  // Posted, not at once: a request loop that removes its deadline and adds the next
+  // one (cancel_after) would otherwise re-arm the timerfd on every request.
+  if (armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_) {
+    disarm_posted_ = true;
+    net::post(executor_, [this] {
+      auto guard = lock();
+      disarm_posted_ = false;
+      if (shut_down_ || armed_ == never_tick || wheel_.slotted() != 0) return;
+      armed_ = never_tick;
+      if (driver_) driver_->cancel();
+    });
+  }
+}
+
+void wheel_shard::post_step_locked() {
+  if (step_posted_ || !executor_) return;
+  step_posted_ = true;
+  net::post(executor_, [this] { run_step(step_cause::posted); });
+}
+
+void wheel_shard::arm_locked() {
+  if (clock_.manual() || shut_down_ || !executor_) return;
+  const tick_t next = wheel_.next_slot_tick();
+  if (next == armed_) return;
+  if (next == never_tick) {
+    armed_ = never_tick;
+    if (driver_) driver_->cancel();
+    return;
+  }
+  if (!driver_) driver_.emplace(executor_);
+  armed_ = next;
+  // Re-arming cancels the previous wait; its handler then sees operation_aborted.
+  driver_->expires_at(clock_.tick_time(next));
+  driver_->async_wait([this](const error_code& ec) { on_driver(ec); });
+}
+
+void wheel_shard::on_driver(const error_code& ec) {
+  if (ec == net::error::operation_aborted) return;
+  {
+    auto guard = lock();
+    if (shut_down_) return;
+    ++stats_.wakeups;
+    armed_ = never_tick;
+  }
+  run_step(step_cause::driver_fired);
+}
+
+void wheel_shard::run_step(step_cause cause) {
+  op_queue batch;
+  {
+    auto guard = lock();
+    if (shut_down_) return;
+    if (cause == step_cause::posted) step_posted_ = false;
+    const steady_time now = clock_.now_locked();
+    // The true clock, never an upper bound of it: else waits would fire early.
+    assert(clock_.manual() || now <= std::chrono::steady_clock::now());
+    if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
+    collect_locked(batch, now);
+    if (!ready_.empty() || wheel_.has_due()) post_step_locked();
+    if (armed_ == never_tick) arm_locked();
+  }
+  invoke(batch);
+}
+
+void wheel_shard::collect_locked(op_queue& batch, steady_time now) {
+  const std::size_t budget =
+      options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
+                                 : options_.expiry_batch;
+  // Ready operations (aborted, refused) leave in one splice when they fit the budget:
+  // this runs under the lock that the threads starting and cancelling waits need.
+  std::size_t taken = 0;
+  if (ready_count_ <= budget) {
+    batch.append(ready_);
+    taken = ready_count_;
+  } else {
+    for (; taken < budget; ++taken) {
+      wheel_op& op = ready_.front();
+      ready_.pop_front();
+      batch.push_back(op);
+    }
+  }
+  ready_count_ -= taken;
+
+  while (taken < budget) {
+    auto* entry = static_cast<shard_entry*>(wheel_.pop_due());
+    if (!entry) break;
+    assert(entry->on_due != nullptr);
+    due_step step{*this, batch, budget - taken, now};
+    taken += entry->on_due(*entry, step);
+  }
+}
+
+void wheel_shard::invoke(op_queue& batch) {
+  // A handler may throw: the exception leaves run(), and what is left of the batch goes
+  // back to the front of the ready queue, to complete, in order, on the next step.
+  // The same happens after a completion dispatched to another executor (a strand):
+  // Asio may run that handler inline and capture its exception, and a second capture
+  // in one scheduler operation would merge both into multiple_exceptions. So, as with
+  // steady_timer, each such completion gets a scheduler operation of its own.
+  struct requeue_rest {
+    wheel_shard& self;
+    op_queue& rest;
+    ~requeue_rest() {
+      if (rest.empty()) return;
+      const std::size_t n = rest.count();
+      auto guard = self.lock();
+      self.ready_.prepend(rest);
+      self.ready_count_ += n;
+      self.post_step_locked();
+    }
+  } guard{*this, batch};
+  while (!batch.empty()) {
+    wheel_op& op = batch.front();
+    batch.pop_front();
+    if (op.complete()) break;
+  }
+}
+
+void wheel_shard::shutdown() {
+  op_queue doomed;
+  std::optional<net::steady_timer> driver;
+  net::any_io_executor work;
+  net::any_io_executor executor;
+  {
+    auto guard = lock();
+    shut_down_ = true;
+    // Every pending op is on a wait_list, and every non-empty wait_list is on the
+    // wheel (parked on the never list if it has no deadline of its own).
+    wheel_.for_each([&doomed](wheel_entry& e) {
+      auto& entry = static_cast<shard_entry&>(e);
+      if (entry.is_wait_list) doomed.append(static_cast<wait_list&>(entry).ops);
+    });
+    wheel_.clear();
+    doomed.append(ready_);
+    ready_count_ = 0;
+    if (options_.max_pending != 0)
+      pending_total_.fetch_sub(stats_.pending, std::memory_order_relaxed);
+    stats_.pending = 0;
+    armed_ = never_tick;
+    driver.swap(driver_);
+    work.swap(work_);
+    executor.swap(executor_);
+    has_executor_.store(true, std::memory_order_release);
+  }
+  // Destroyed outside the lock: a handler's destructor may destroy I/O objects that
+  // call back into the shard (a coroutine frame owning a timer, say).
+  while (!doomed.empty()) {
+    wheel_op& op = doomed.front();
+    doomed.pop_front();
+    op.destroy();
+  }
+}
+
+} // namespace asio_wheel::detail
