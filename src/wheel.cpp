@@ -57,6 +57,8 @@ void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
 }
 
 void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
+  // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
+  assert(e.deadline > now_ && index == slot_index(level_for(e.deadline), e.deadline));
   const bool was_empty = lists_[index].empty();
   lists_[index].push_back(e);
   e.where = index;
@@ -164,6 +166,10 @@ void wheel::process_slot(std::size_t level, tick_t t) {
   for (auto it = list.begin(); it != list.end();) {
     wheel_entry& e = *it++;
     assert(e.deadline != never_tick); // such entries live on the never list
+    assert(e.where == index);         // who owns the node: this slot
+    // The lazy rule's invariant: a slot comes due no later than its entries' deadlines
+    // (for the top level: no later than the start of their rotation's slot).
+    assert(is_top(index) ? top_slot_start(e.deadline) >= t : e.deadline >= t);
     if (e.deadline <= t) {
       e.unlink();
       --slotted_;
