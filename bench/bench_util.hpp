@@ -53,6 +53,9 @@ struct config {
   // Added to the W1/W2 deadlines ([1 s, 60 s]). Under valgrind everything runs ~50x
   // slower, so without an offset some pending waits would fire inside the measured work.
   duration deadline_offset{0};
+  // W3: start each timed region just after the wheel's clock entered a new level-0 block,
+  // so that the count does not depend on the wall time of valgrind's slow setup (fire.hpp).
+  bool w3_catch_up = false;
   // W6's "default" variant with another wheel geometry (--geometry SLOTSxLEVELS);
   // 0 = the library's defaults.
   std::size_t w6_slots = 0, w6_levels = 0;
@@ -77,6 +80,7 @@ inline void print_help() {
       "  --reps R           repetitions\n"
       "  --no-warmup        skip the unrecorded warm-up repetition (for callgrind)\n"
       "  --deadline-offset S  add S seconds to W1/W2 deadlines (for slow runs: valgrind)\n"
+      "  --w3-catch-up      W3: time from the start of a wheel block (for callgrind)\n"
       "  --geometry SxL     W6 'default' variant with S slots and L levels (e.g. 1024x3)\n"
       "  --help             this text\n"
       "\n"
@@ -125,6 +129,7 @@ inline std::optional<config> parse_args(int argc, char** argv, int& exit_code) {
       else if (a == "--ops") cfg.ops = parse_count(value());
       else if (a == "--reps") cfg.reps = std::stoi(value());
       else if (a == "--no-warmup") cfg.warmup = false;
+      else if (a == "--w3-catch-up") cfg.w3_catch_up = true;
       else if (a == "--deadline-offset")
         cfg.deadline_offset = std::chrono::duration_cast<duration>(
             std::chrono::duration<double>(std::stod(value())));
