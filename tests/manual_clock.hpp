@@ -1,5 +1,6 @@
 // The manual-clock context that the deterministic suites start from: one io_context
-// with a wheel whose time moves only by advance().
+// with a wheel whose time moves only by advance(); and a recorder of a wait's
+// completions on it.
 #ifndef ASIO_WHEEL_TESTS_MANUAL_CLOCK_HPP
 #define ASIO_WHEEL_TESTS_MANUAL_CLOCK_HPP
 
@@ -40,6 +41,24 @@ struct manual_context {
   void advance(std::chrono::steady_clock::duration d) {
     svc.advance(d);
     settle();
+  }
+};
+
+// The error code of an aborted wait.
+inline const error_code aborted = asio::error::operation_aborted;
+
+// Records the completions of a wait: how many, the last error code, and the wheel's
+// time when the handler ran.
+struct recorder {
+  int calls = 0;
+  error_code ec;
+  std::chrono::steady_clock::time_point at{};
+  auto handler(manual_context& f) {
+    return [this, &f](error_code e) {
+      ++calls;
+      ec = e;
+      at = f.svc.now();
+    };
   }
 };
 
