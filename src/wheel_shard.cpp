@@ -78,99 +78,12 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
 
 // ---- the op protocol ----
 
-bool wheel_shard::count_pending_locked() {
-  if (options_.max_pending != 0) {
-    // One limit over all shards: claim a place in the service's count.
-    std::size_t n = pending_total_.load(std::memory_order_relaxed);
-    do {
-      if (n >= options_.max_pending) {
-        ++stats_.rejected;
-        return false;
-      }
-    } while (!pending_total_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
-  }
-  // A pending wait is outstanding work of the context, as with steady_timer: held as
-  // one tracked executor while anything is pending.
-  if (stats_.pending++ == 0)
-    work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
-  return true;
-}
-
-void wheel_shard::uncount_pending_locked(op_result r, std::size_t n) noexcept {
-  if (n == 0) return;
-  assert(stats_.pending >= n);
-  stats_.pending -= n;
-  if (options_.max_pending != 0) pending_total_.fetch_sub(n, std::memory_order_relaxed);
-  if (r == op_result::success)
-    stats_.expired += n;
-  else
-    stats_.cancelled += n;
-  if (stats_.pending == 0) work_ = net::any_io_executor();
-}
-
-bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when) {
-  assert(guard.owns_lock() && list.linked() == !list.ops.empty());
-  if (shut_down_) {
-    guard.unlock();
-    op.destroy();
-    return false;
-  }
-  if (!count_pending_locked()) {
-    complete_soon_locked(op, op_result::too_many);
-    return false;
-  }
-  list.ops.push_back(op);
-  if (!list.linked()) schedule_locked(list, when);
-  return true;
-}
-
-void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
-  assert(!shut_down_); // nothing would ever complete or destroy it
-  op.set_result(r);
-  ready_.push_back(op);
-  ++ready_count_;
-  post_step_locked();
-}
-
-void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
-  assert(!list.ops.empty());
-  wheel_op& op = list.ops.front();
-  list.ops.pop_front();
-  op.set_result(op_result::success);
-  out.push_back(op);
-  uncount_pending_locked(op_result::success);
-  if (list.ops.empty()) unschedule_locked(list);
-}
-
-std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& out) {
-  std::size_t n = 0;
-  for (wheel_op& op : list.ops) op.set_result(op_result::success), ++n;
-  out.append(list.ops);
-  uncount_pending_locked(op_result::success, n);
-  if (list.linked()) unschedule_locked(list);
-  return n;
-}
-
 void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
   assert(holds(list, op));
   list.ops.remove(op);
   complete_soon_locked(op, op_result::aborted);
   uncount_pending_locked(op_result::aborted);
   if (list.ops.empty()) unschedule_locked(list);
-}
-
-std::size_t wheel_shard::abort_all_locked(wait_list& list) {
-  if (list.ops.empty()) return 0;
-  std::size_t n = 0;
-  for (wheel_op& op : list.ops) op.set_result(op_result::aborted), ++n;
-  ready_.append(list.ops);
-  ready_count_ += n;
-  // Post before releasing the pending count's work, so that the context never sees
-  // zero outstanding work (and stops) while aborted handlers are queued.
-  post_step_locked();
-  uncount_pending_locked(op_result::aborted, n);
-  unschedule_locked(list);
-  return n;
 }
 
 bool wheel_shard::cancel_op(const op_cancellation& c) {
@@ -187,17 +100,6 @@ bool wheel_shard::cancel_op(const op_cancellation& c) {
 void op_cancellation::operator()(net::cancellation_type type) {
   using ct = net::cancellation_type;
   if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none) shard->cancel_op(*this);
-}
-
-void wheel_shard::note_expiry_locked(steady_time expiry, steady_time now) noexcept {
-  // Expiries before the wheel existed count from its start (no overflow from
-  // time_point::min()).
-  expiry = std::max(expiry, clock_.epoch());
-  assert(now >= expiry); // never early
-  if (now > expiry) {
-    const auto late = std::chrono::duration_cast<std::chrono::nanoseconds>(now - expiry);
-    if (late > stats_.max_lateness) stats_.max_lateness = late;
-  }
 }
 
 // ---- driving ----
