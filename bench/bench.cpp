@@ -1,4 +1,4 @@
-// asio_wheel_bench: the workloads W1..W9 of BENCHMARKS.md, asio_wheel::timer and
+// asio_wheel_bench: the workloads W1..W9 and W11 of BENCHMARKS.md, and S2 (issue 13), asio_wheel::timer and
 // boost::asio::steady_timer side by side in one process.
 //
 // Rules every workload follows:
@@ -13,6 +13,8 @@
 // It compares with boost::asio::steady_timer, so standalone builds leave it out
 // (bench/CMakeLists.txt reads this marker):
 // asio_wheel: requires Boost
+#include "bare_wheel.hpp"
+#include "chained_take.hpp"
 #include "churn.hpp"
 #include "deadline.hpp"
 #include "fire.hpp"
@@ -40,14 +42,17 @@ void print_preamble(bench_run& b) {
         break;
       }
   }
-  std::printf("# sizeof(asio_wheel::timer) = %zu bytes, sizeof(boost::asio::steady_timer) = %zu bytes\n",
-              sizeof(wheel_timer), sizeof(steady_timer));
+  std::printf("# sizeof(asio_wheel::timer) = %zu bytes, compact basic_timer<io_context::executor_type> "
+              "= %zu bytes, sizeof(boost::asio::steady_timer) = %zu bytes\n",
+              sizeof(wheel_timer), sizeof(compact_timer), sizeof(steady_timer));
   std::printf("# reps=%d ops/rep=%zu; ns/op min and median; ratio = steady_timer/this (>1: faster)\n",
               b.p.reps, b.p.ops);
   row sw{"size", impl_wheel, "sizeof", 0, NAN, NAN, NAN, "bytes=" + std::to_string(sizeof(wheel_timer))};
+  row sc{"size", impl_wheel, "sizeof_compact", 0, NAN, NAN, NAN,
+         "bytes=" + std::to_string(sizeof(compact_timer))};
   row ss{"size", impl_steady, "sizeof", 0, NAN, NAN, NAN, "bytes=" + std::to_string(sizeof(steady_timer))};
   b.out.print_header();
-  b.out.add_group({ss, sw});
+  b.out.add_group({ss, sw, sc});
 }
 
 } // namespace
@@ -70,6 +75,8 @@ int main(int argc, char** argv) {
   if (b.cfg.want("W7")) w7_run(b);
   if (b.cfg.want("W8")) for (auto n : b.p.ns) w8_group(b, n);
   if (b.cfg.want("W9")) w9_run(b);
+  if (b.cfg.want("W11")) w11_run(b);
+  if (b.cfg.want("S2")) s2_run(b);
 
   if (!b.cfg.csv.empty()) {
     std::error_code ec;

@@ -22,10 +22,12 @@ using boost::system::error_code;
 namespace bench {
 
 using wheel_timer = asio_wheel::timer;
+// The compact timer: the io_context's own executor type instead of any_io_executor.
+using compact_timer = asio_wheel::basic_timer<asio::io_context::executor_type>;
 using steady_timer = asio::steady_timer;
 
 template <class Timer>
-constexpr bool is_wheel = std::is_same_v<Timer, wheel_timer>;
+constexpr bool is_wheel = !std::is_same_v<Timer, steady_timer>;
 
 template <class Timer>
 const char* impl_name() {

@@ -71,7 +71,7 @@ inline void print_help() {
       "asio_wheel_bench: asio_wheel::timer vs boost::asio::steady_timer (BENCHMARKS.md)\n"
       "\n"
       "  --quick            CI mode: N = 10k, 2 repetitions, small sizes; a few seconds\n"
-      "  --only W1,W2,...   run only these workloads (W1..W9)\n"
+      "  --only W1,W2,...   run only these workloads (W1..W9, W11, S2)\n"
       "  --csv PATH         CSV output (default bench/results/latest.csv; '' = none)\n"
       "  --impl wheel|steady|all   run one implementation only (for callgrind)\n"
       "  --variant NAME     run one variant only (e.g. reset_after, drop_in)\n"

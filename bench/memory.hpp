@@ -1,4 +1,5 @@
-// W4 memory: resident bytes per pending wait, each implementation in a forked child.
+// W4 memory: resident bytes per pending wait, each implementation in a forked child;
+// also what constructing a timer and starting its first wait cost there.
 #ifndef ASIO_WHEEL_BENCH_MEMORY_HPP
 #define ASIO_WHEEL_BENCH_MEMORY_HPP
 
@@ -25,6 +26,8 @@ struct type_tag {
 
 struct w4_result {
   double bytes_per_wait = 0;
+  double construct_ns = 0;    // per timer: N constructions into a reserved vector
+  double first_wait_ns = 0;   // per timer: expires_after + async_wait, the first on each
   std::uint64_t lost = 0;
   std::uint64_t extra = 0;
 };
@@ -40,7 +43,17 @@ w4_result w4_child(std::size_t n) {
     asio::io_context ctx(1);
     counters c;
     std::vector<Timer> timers;
-    arm_pending(ctx, timers, d, 0s, c);
+    // arm_pending's two loops, timed apart (one run: a rough figure, not a median).
+    timers.reserve(n);
+    res.construct_ns = time_ns([&] {
+      for (std::size_t i = 0; i < n; ++i) timers.emplace_back(ctx);
+    }) / double(n);
+    res.first_wait_ns = time_ns([&] {
+      for (std::size_t i = 0; i < n; ++i) {
+        timers[i].expires_after(d[i]);
+        timers[i].async_wait(count_handler{&c});
+      }
+    }) / double(n);
     res.bytes_per_wait = double(rss_bytes() - rss0) / double(n);
     for (auto& t : timers) t.cancel();
     drain(ctx, c, n);
@@ -86,7 +99,8 @@ inline void w4_run(bench_run& b) {
   auto one = [&](auto tag) {
     using Timer = typename decltype(tag)::type;
     const std::string what = std::string("W4 ") + impl_name<Timer>() + " N=" + fmt_n(n);
-    row r{"W4", impl_name<Timer>(), "rss", n, NAN, NAN, NAN, ""};
+    constexpr bool compact = std::is_same_v<Timer, compact_timer>;
+    row r{"W4", impl_name<Timer>(), compact ? "rss_compact" : "rss", n, NAN, NAN, NAN, ""};
     auto res = w4_measure<Timer>(n);
     if (!res) {
       b.fail.add(what + ": the measuring child failed");
@@ -95,7 +109,9 @@ inline void w4_run(bench_run& b) {
       if (res->lost) b.fail.add(what + ": lost " + std::to_string(res->lost) + " handlers");
       if (res->extra) b.fail.add(what + ": " + std::to_string(res->extra) + " handlers too many");
       r.extra = "bytes_per_wait=" + fmt("%.1f", res->bytes_per_wait) +
-                ";sizeof_timer=" + std::to_string(sizeof(Timer));
+                ";sizeof_timer=" + std::to_string(sizeof(Timer)) +
+                ";construct_ns=" + fmt("%.1f", res->construct_ns) +
+                ";first_wait_ns=" + fmt("%.1f", res->first_wait_ns);
       if (res->lost) r.extra += ";LOST=" + std::to_string(res->lost);
       if (is_wheel<Timer> && !std::isnan(steady_bytes)) {
         r.ratio = steady_bytes / res->bytes_per_wait;
@@ -109,6 +125,7 @@ inline void w4_run(bench_run& b) {
   // independent, so the order does not affect either figure.
   if (b.cfg.want_steady()) one(type_tag<steady_timer>{});
   if (b.cfg.want_wheel()) one(type_tag<wheel_timer>{});
+  if (b.cfg.want_wheel()) one(type_tag<compact_timer>{});
   b.out.add_group(std::move(g));
 }
 

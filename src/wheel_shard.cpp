@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <utility>
 
 namespace asio_wheel::detail {
 
@@ -119,12 +120,6 @@ void wheel_shard::disarm_when_idle_locked() {
   }
 }
 
-void wheel_shard::post_step_locked() {
-  if (step_posted_ || !executor_) return;
-  step_posted_ = true;
-  net::post(executor_, [this] { run_step(step_cause::posted); });
-}
-
 void wheel_shard::arm_locked() {
   if (clock_.manual() || shut_down_ || !executor_) return;
   const tick_t next = wheel_.next_slot_tick();
@@ -152,27 +147,75 @@ void wheel_shard::on_driver(const error_code& ec) {
   run_step(step_cause::driver_fired);
 }
 
+namespace {
+
+// The shard whose step this thread is running, if any: work that a handler of that step
+// queues on the same shard (a take served at once, a wait whose expiry has passed) joins
+// the running step instead of posting one. Other threads still post, so that a long
+// handler in one step never holds back completions queued elsewhere.
+thread_local const wheel_shard* step_on_this_thread = nullptr;
+
+} // namespace
+
+void wheel_shard::post_step_locked() {
+  if (step_on_this_thread == this) return; // the running step will see it (run_step)
+  post_step_now_locked();
+}
+
+void wheel_shard::post_step_now_locked() {
+  if (step_posted_ || !executor_) return;
+  step_posted_ = true;
+  net::post(executor_, [this] { run_step(step_cause::posted); });
+}
+
 void wheel_shard::run_step(step_cause cause) {
-  op_queue batch;
   {
     auto guard = lock();
     if (shut_down_) return;
     if (cause == step_cause::posted) step_posted_ = false;
-    const steady_time now = clock_.now_locked();
-    // The true clock, never an upper bound of it: else waits would fire early.
-    assert(clock_.manual() || now <= std::chrono::steady_clock::now());
-    if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
-    collect_locked(batch, now);
-    if (!ready_.empty() || wheel_.has_due()) post_step_locked();
-    if (armed_ == never_tick) arm_locked();
   }
-  invoke(batch);
+  // Ends the step, normally or by a handler's exception: what is still ready or due (left
+  // by the budget, queued by the step's own handlers, requeued after a throw or a
+  // dispatch) gets a posted step.
+  struct end_of_step {
+    wheel_shard& self;
+    const wheel_shard* outer = std::exchange(step_on_this_thread, &self);
+    ~end_of_step() {
+      step_on_this_thread = outer;
+      auto guard = self.lock();
+      if (!self.shut_down_ && (!self.ready_.empty() || self.wheel_.has_due()))
+        self.post_step_now_locked();
+    }
+  } end{*this};
+
+  // Rounds of collect and invoke, at most expiry_batch completions in all: a chain (a
+  // handler starting an operation that completes at once) runs here, without a post and
+  // the reactor round trip that comes with it; past the budget, the rest waits for a
+  // posted step, behind the context's other work.
+  std::size_t left = options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
+                                                : options_.expiry_batch;
+  for (;;) {
+    op_queue batch;
+    {
+      auto guard = lock();
+      if (shut_down_) return;
+      const steady_time now = clock_.now_locked();
+      // The true clock, never an upper bound of it: else waits would fire early.
+      assert(clock_.manual() || now <= std::chrono::steady_clock::now());
+      if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
+      const std::size_t taken = collect_locked(batch, now, left);
+      left = taken >= left ? 0 : left - taken;
+      // Past the budget: post at once, so that another thread running the context can
+      // take the next batch while this one is invoked.
+      if (left == 0 && (!ready_.empty() || wheel_.has_due())) post_step_now_locked();
+      if (armed_ == never_tick) arm_locked();
+    }
+    if (batch.empty() || !invoke(batch) || left == 0) return;
+  }
 }
 
-void wheel_shard::collect_locked(op_queue& batch, steady_time now) {
-  const std::size_t budget =
-      options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
-                                 : options_.expiry_batch;
+std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::size_t budget) {
+  assert(budget > 0);
   // Ready operations (aborted, refused) leave in one splice when they fit the budget:
   // this runs under the lock that the threads starting and cancelling waits need.
   std::size_t taken = 0;
@@ -195,9 +238,10 @@ void wheel_shard::collect_locked(op_queue& batch, steady_time now) {
     due_step step{*this, batch, budget - taken, now};
     taken += entry->on_due(*entry, step);
   }
+  return taken;
 }
 
-void wheel_shard::invoke(op_queue& batch) {
+bool wheel_shard::invoke(op_queue& batch) {
   // A handler may throw: the exception leaves run(), and what is left of the batch goes
   // back to the front of the ready queue, to complete, in order, on the next step.
   // The same happens after a completion dispatched to another executor (a strand):
@@ -219,8 +263,9 @@ void wheel_shard::invoke(op_queue& batch) {
   while (!batch.empty()) {
     wheel_op& op = batch.front();
     batch.pop_front();
-    if (op.complete()) break;
+    if (op.complete()) return false;
   }
+  return true;
 }
 
 void wheel_shard::shutdown() {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -184,6 +185,54 @@ BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering
   for (int i = 0; i < 249; ++i) BOOST_TEST(expired[static_cast<std::size_t>(i)] == i);
   BOOST_TEST(codes[249] == aborted);
   BOOST_TEST(!codes[248]);
+}
+
+// A handler that starts an operation completing at once (a wait whose expiry has
+// passed, a take with an element expired) gets it completed in the same step, not in a
+// posted one, up to expiry_batch completions per step; still never inside the
+// initiating call.
+BOOST_AUTO_TEST_CASE(chained_operations_complete_in_the_running_step_up_to_the_batch) {
+  auto o = manual_options();
+  o.expiry_batch = 4;
+  fixture f(o);
+  asio_wheel::timer t(f.io);
+  int completed = 0;
+  bool inside_initiation = false;
+  std::function<void(error_code)> next = [&](error_code ec) {
+    BOOST_TEST(!ec);
+    BOOST_TEST(!inside_initiation);
+    if (++completed == 10) return;
+    t.expires_at(asio_wheel::timer::time_point::min());
+    inside_initiation = true;
+    t.async_wait(next);
+    inside_initiation = false;
+  };
+  t.async_wait(next); // expiry time_point(): passed
+  BOOST_TEST(completed == 0);
+  f.io.restart();
+  BOOST_TEST(f.io.run_one() == 1u); // one step: the batch of 4
+  BOOST_TEST(completed == 4);
+  BOOST_TEST(f.io.run_one() == 1u);
+  BOOST_TEST(completed == 8);
+  f.settle();
+  BOOST_TEST(completed == 10);
+
+  // Takes started from the previous take's handler, on elements expired already.
+  asio_wheel::delay_queue<int> q(f.io);
+  for (int i = 0; i < 6; ++i) q.push(i, -1ms);
+  f.settle(); // a step moves them to the expired elements
+  std::vector<int> taken;
+  std::function<void(error_code, int)> take = [&](error_code ec, int v) {
+    BOOST_TEST(!ec);
+    taken.push_back(v);
+    if (taken.size() < 6) q.async_take(take);
+  };
+  q.async_take(take);
+  f.io.restart();
+  BOOST_TEST(f.io.run_one() == 1u);
+  BOOST_TEST(taken.size() == 4u);
+  f.settle();
+  BOOST_TEST((taken == std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
 BOOST_AUTO_TEST_CASE(stats_count_what_happened) {

@@ -7,10 +7,11 @@
 // shards; each I/O object lives on one for good. What runs where: every step runs on the
 // context's plain executor (context_executor.hpp); handlers run on their own.
 //
-// A step (the driver firing, or a posted step) reads the clock once, advances the wheel
-// to it, and hands over at most expiry_batch operations: first the ready queue, then
-// the entries that came due, each through its on_due. It then invokes them outside the
-// lock, and re-posts itself while there is more to do.
+// A step (the driver firing, or a posted step) reads the clock, advances the wheel to
+// it, and hands over operations: first the ready queue, then the entries that came due,
+// each through its on_due. It invokes them outside the lock, then goes round again for
+// what its own handlers queued meanwhile (a chain of takes, a wait already expired), at
+// most expiry_batch completions in all; whatever is left gets a posted step.
 //
 // Entries. Every node on a shard's wheel is a shard_entry: a wheel_entry plus on_due,
 // what happens when it comes due. Two kinds:
@@ -239,13 +240,19 @@ private:
 
   void disarm_when_idle_locked();
   void arm_locked();
+  // Makes sure a step runs soon: posts one, unless one is posted already or this thread
+  // runs a step of this shard, which picks the work up itself.
   void post_step_locked();
+  // Posts a step unless one is posted already.
+  void post_step_now_locked();
   void on_driver(const error_code& ec);
   void run_step(step_cause cause);
-  // Moves ready and due operations into `batch`, at most expiry_batch; `now` is the
-  // step's clock reading.
-  void collect_locked(op_queue& batch, steady_time now);
-  void invoke(op_queue& batch);
+  // Moves ready and due operations into `batch`, about `budget` (> 0) of them (a timer's
+  // waits leave together); returns how many. `now` is the step's clock reading.
+  std::size_t collect_locked(op_queue& batch, steady_time now, std::size_t budget);
+  // Completes the batch in order; false if it stopped after a completion dispatched to
+  // another executor (the rest went back to the ready queue).
+  bool invoke(op_queue& batch);
 
   net::execution_context& context_;
   const wheel_options& options_;

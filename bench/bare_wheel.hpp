@@ -1,0 +1,76 @@
+// W11, the bare wheel: detail::wheel alone, without clock, lock, executor or handler,
+// so that its own cost per entry can be set beside the published figures of other wheel
+// libraries (glommio about 43 ns arm / 26 ns cancel; bitwheel 25 / 14 ns p50).
+//
+// Per repetition, on a default-geometry wheel (256 slots, 4 levels) and N entries
+// (wheel_entry objects in one array, as an I/O object embeds its node):
+//   insert  N inserts at deadlines uniform in [1, 60000] ticks (1 ms ticks: 1 s to 60 s,
+//           W1's range), in array order, the wheel filling up to N pending;
+//   cancel  the N removes, in a random order (a cancel hits a cold node);
+//   expire  the same N inserted again (untimed), then advance_to the last deadline and
+//           pop every entry off the due list: cascading included, per entry.
+// "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
+// and none before its deadline tick, or the run fails.
+#ifndef ASIO_WHEEL_BENCH_BARE_WHEEL_HPP
+#define ASIO_WHEEL_BENCH_BARE_WHEEL_HPP
+
+#include "bench_common.hpp"
+
+#include <asio_wheel/detail/wheel.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+
+namespace bench {
+
+inline void w11_run(bench_run& b) {
+  namespace d = asio_wheel::detail;
+  if (!b.cfg.want_wheel()) return;
+  const std::size_t n = b.p.w4_n; // 1M in a full run, 100k with --quick
+  const d::tick_t max_tick = 60000;
+  auto rng = make_rng("W11", n, 0);
+  std::uniform_int_distribution<d::tick_t> deadline_dist(1, max_tick);
+  std::vector<d::tick_t> deadlines(n);
+  for (auto& t : deadlines) t = deadline_dist(rng);
+  std::vector<std::uint32_t> cancel_order(n);
+  std::iota(cancel_order.begin(), cancel_order.end(), 0u);
+  std::shuffle(cancel_order.begin(), cancel_order.end(), rng);
+
+  std::vector<double> insert_ns, cancel_ns, expire_ns;
+  for (int rep = 0; rep < b.p.reps; ++rep) {
+    auto entries = std::make_unique<d::wheel_entry[]>(n);
+    d::wheel w(256, 4);
+    insert_ns.push_back(time_ns([&] {
+      for (std::size_t i = 0; i < n; ++i) w.insert(entries[i], deadlines[i]);
+    }) / double(n));
+    cancel_ns.push_back(time_ns([&] {
+      for (std::uint32_t i : cancel_order) w.remove(entries[i]);
+    }) / double(n));
+    for (std::size_t i = 0; i < n; ++i) w.insert(entries[i], deadlines[i]);
+    std::size_t expired = 0, early = 0;
+    expire_ns.push_back(time_ns([&] {
+      w.advance_to(max_tick);
+      while (d::wheel_entry* e = w.pop_due()) {
+        early += e->deadline > w.now();
+        ++expired;
+      }
+    }) / double(n));
+    if (expired != n)
+      b.fail.add("W11: " + std::to_string(expired) + " of " + std::to_string(n) + " entries expired");
+    if (early != 0) b.fail.add("W11: " + std::to_string(early) + " entries expired early");
+  }
+
+  const summary ins = summarize(insert_ns), can = summarize(cancel_ns), exp = summarize(expire_ns);
+  std::vector<row> g;
+  g.push_back({"W11", impl_wheel, "insert", n, ins.min, ins.median, NAN, ""});
+  g.push_back({"W11", impl_wheel, "cancel", n, can.min, can.median, NAN, ""});
+  g.push_back({"W11", impl_wheel, "insert+cancel", n, ins.min + can.min, ins.median + can.median,
+               NAN, "target<=30ns"});
+  g.push_back({"W11", impl_wheel, "expire", n, exp.min, exp.median, NAN, "target<=20ns"});
+  b.out.add_group(std::move(g));
+}
+
+} // namespace bench
+
+#endif
