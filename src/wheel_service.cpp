@@ -115,7 +115,10 @@ wheel_service::wheel_service(net::execution_context& ctx, const wheel_options& o
                                                             pending_total_));
 }
 
-wheel_service::~wheel_service() = default;
+wheel_service::~wheel_service() {
+  // Threads' cached lookups (detail::cached_service) may name this service.
+  detail::service_generation.fetch_add(1, std::memory_order_release);
+}
 
 wheel_service& install(net::execution_context& ctx, const wheel_options& opts) {
   validated(opts);

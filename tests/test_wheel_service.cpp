@@ -235,6 +235,34 @@ BOOST_AUTO_TEST_CASE(chained_operations_complete_in_the_running_step_up_to_the_b
   BOOST_TEST((taken == std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
+// I/O objects find their context's service through a per-thread cache of the last
+// lookup. A context destroyed and another built at the same address must not get the
+// old (freed) service: the timer below must live on the new context's manual wheel.
+BOOST_AUTO_TEST_CASE(a_new_context_at_a_dead_contexts_address_gets_its_own_service) {
+  alignas(asio::io_context) unsigned char storage[sizeof(asio::io_context)];
+  auto* first = ::new (static_cast<void*>(storage)) asio::io_context;
+  {
+    asio_wheel::timer t(*first); // caches first's service on this thread
+  }
+  first->~io_context();
+  auto* second = ::new (static_cast<void*>(storage)) asio::io_context;
+  BOOST_TEST(static_cast<void*>(second) == static_cast<void*>(first));
+  asio_wheel::wheel_service& svc = asio_wheel::install(*second, manual_options());
+  {
+    asio_wheel::timer t(*second, 5ms);
+    int calls = 0;
+    t.async_wait([&](error_code ec) {
+      BOOST_TEST(!ec);
+      ++calls;
+    });
+    BOOST_TEST(svc.stats().pending == 1u); // on second's wheel, not a stale one
+    svc.advance(5ms);
+    second->poll();
+    BOOST_TEST(calls == 1);
+  }
+  second->~io_context();
+}
+
 BOOST_AUTO_TEST_CASE(stats_count_what_happened) {
   fixture f;
   asio_wheel::timer a(f.io, 1ms), b(f.io, 3ms), c(f.io, 1s);

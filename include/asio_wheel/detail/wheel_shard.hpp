@@ -61,6 +61,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 
@@ -377,13 +378,37 @@ inline void wheel_shard::note_expiry_locked(steady_time expiry, steady_time now)
   }
 }
 
+// Bumped by every wheel_service's destructor: a cached service pointer taken before is
+// stale, since another context may now live at its context's address.
+inline std::atomic<std::uint64_t> service_generation{0};
+
+// The context whose wheel_service this thread found last, and that service: most
+// threads construct their I/O objects on one context, and use_service takes the
+// registry's mutex and walks its list. A hit needs the same context address and no
+// wheel_service destroyed since (an I/O object's context is alive while it is built).
+struct service_cache {
+  const net::execution_context* context = nullptr;
+  wheel_service* service = nullptr;
+  std::uint64_t generation = 0;
+};
+inline thread_local service_cache last_service;
+
+inline wheel_service& cached_service(net::execution_context& ctx) {
+  service_cache& c = last_service;
+  const std::uint64_t generation = service_generation.load(std::memory_order_acquire);
+  if (c.context == &ctx && c.generation == generation) return *c.service;
+  wheel_service& svc = net::use_service<wheel_service>(ctx);
+  c = service_cache{&ctx, &svc, generation};
+  return svc;
+}
+
 // The shard of `ex`'s execution context that an I/O object constructed now lives on
 // (the service is created with defaults if the context has none), with the context's
 // plain executor given to it.
 template <class Executor>
 wheel_shard& shard_for(const Executor& ex) {
   wheel_shard& shard = service_access::next_shard(
-      net::use_service<wheel_service>(net::query(ex, net::execution::context)));
+      cached_service(net::query(ex, net::execution::context)));
   if (!shard.has_context_executor()) shard.use_context_executor(context_executor(ex));
   return shard;
 }
