@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <limits>
 #include <utility>
 
@@ -169,48 +170,56 @@ void wheel_shard::post_step_now_locked() {
 }
 
 void wheel_shard::run_step(step_cause cause) {
-  {
-    auto guard = lock();
-    if (shut_down_) return;
-    if (cause == step_cause::posted) step_posted_ = false;
-  }
-  // Ends the step, normally or by a handler's exception: what is still ready or due (left
-  // by the budget, queued by the step's own handlers, requeued after a throw or a
-  // dispatch) gets a posted step.
-  struct end_of_step {
+  auto guard = lock();
+  if (shut_down_) return;
+  if (cause == step_cause::posted) step_posted_ = false;
+  // While this thread runs the step, what its handlers queue on this shard joins the
+  // step (post_step_locked). If anything throws (a handler, in invoke), what is left
+  // (requeued by invoke) gets a posted step.
+  struct step_scope {
     wheel_shard& self;
+    guard_type& guard;
     const wheel_shard* outer = std::exchange(step_on_this_thread, &self);
-    ~end_of_step() {
+    const int exceptions = std::uncaught_exceptions();
+    ~step_scope() {
       step_on_this_thread = outer;
-      auto guard = self.lock();
-      if (!self.shut_down_ && (!self.ready_.empty() || self.wheel_.has_due()))
-        self.post_step_now_locked();
+      if (std::uncaught_exceptions() <= exceptions) return;
+      if (!guard.owns_lock()) guard.lock();
+      if (!self.shut_down_ && self.has_work_locked()) self.post_step_now_locked();
     }
-  } end{*this};
+  } scope{*this, guard};
 
   // Rounds of collect and invoke, at most expiry_batch completions in all: a chain (a
   // handler starting an operation that completes at once) runs here, without a post and
   // the reactor round trip that comes with it; past the budget, the rest waits for a
-  // posted step, behind the context's other work.
+  // posted step, behind the context's other work. A step with nothing chained takes the
+  // lock twice: to collect, and to see that nothing is left.
   std::size_t left = options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
                                                 : options_.expiry_batch;
   for (;;) {
+    const steady_time now = clock_.now_locked();
+    // The true clock, never an upper bound of it: else waits would fire early.
+    assert(clock_.manual() || now <= std::chrono::steady_clock::now());
+    if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
     op_queue batch;
-    {
-      auto guard = lock();
-      if (shut_down_) return;
-      const steady_time now = clock_.now_locked();
-      // The true clock, never an upper bound of it: else waits would fire early.
-      assert(clock_.manual() || now <= std::chrono::steady_clock::now());
-      if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
-      const std::size_t taken = collect_locked(batch, now, left);
-      left = taken >= left ? 0 : left - taken;
-      // Past the budget: post at once, so that another thread running the context can
-      // take the next batch while this one is invoked.
-      if (left == 0 && (!ready_.empty() || wheel_.has_due())) post_step_now_locked();
-      if (armed_ == never_tick) arm_locked();
+    const std::size_t taken = collect_locked(batch, now, left);
+    left = taken >= left ? 0 : left - taken;
+    if (armed_ == never_tick) arm_locked();
+    // Past the budget: post at once, so that another thread running the context can
+    // take the next batch while this one is invoked.
+    if (left == 0 && has_work_locked()) post_step_now_locked();
+    // An empty batch with budget left means collect found nothing ready or due.
+    if (batch.empty()) return;
+    guard.unlock();
+    const bool all_inline = invoke(batch);
+    guard.lock();
+    if (shut_down_ || !has_work_locked()) return;
+    // Left by the budget, or requeued after a completion dispatched elsewhere (which
+    // ends the step): a posted step. Otherwise the step's own handlers queued it.
+    if (left == 0 || !all_inline) {
+      post_step_now_locked();
+      return;
     }
-    if (batch.empty() || !invoke(batch) || left == 0) return;
   }
 }
 

@@ -239,6 +239,8 @@ private:
   // Why a step runs.
   enum class step_cause { driver_fired, posted };
 
+  // Something is ready or due: a step has work.
+  bool has_work_locked() const noexcept { return !ready_.empty() || wheel_.has_due(); }
   void disarm_when_idle_locked();
   void arm_locked();
   // Makes sure a step runs soon: posts one, unless one is posted already or this thread
