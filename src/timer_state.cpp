@@ -31,6 +31,18 @@ void timer_state::take_over(timer_state& from) noexcept {
   shard = from.shard;
   auto guard = shard->lock();
   expiry = from.expiry;
+  if (from.holds_inline_op()) {
+    // The op in from's buffer moves to ours, keeping its place among the waits.
+    op_queue moved;
+    while (!from.ops.empty()) {
+      wheel_op& op = from.ops.front();
+      from.ops.pop_front();
+      moved.push_back(op.is_inline() ? op.relocate(inline_op_) : op);
+    }
+    from.ops.swap(moved);
+    from.set_holds_inline_op(false);
+    set_holds_inline_op(true);
+  }
   shard->move_list_locked(from, *this);
 }
 

@@ -70,11 +70,10 @@ void wheel_shard::unschedule_locked(shard_entry& e) {
 }
 
 void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
-  assert(to.ops.empty() && !to.linked());
+  assert(to.ops.empty() && !to.linked() && !from.holds_inline_op());
   to.ops.swap(from.ops);
   wheel_.replace(from, to);
-  for (wheel_op& op : to.ops)
-    if (op_cancellation* c = op.cancellation()) c->owner = &to;
+  for (wheel_op& op : to.ops) op.move_cancellation(to);
   assert(to.linked() == !to.ops.empty() && !from.linked());
 }
 
@@ -83,7 +82,7 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
 void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
   assert(holds(list, op));
   list.ops.remove(op);
-  complete_soon_locked(op, op_result::aborted);
+  complete_soon_locked(own_locked(list, op), op_result::aborted);
   uncount_pending_locked(op_result::aborted);
   if (list.ops.empty()) unschedule_locked(list);
 }
@@ -92,7 +91,7 @@ bool wheel_shard::cancel_op(const op_cancellation& c) {
   auto guard = lock();
   wait_list& list = *c.owner; // under the lock: a move may have re-pointed it
   for (wheel_op& op : list.ops) {
-    if (op.cancellation() != &c) continue;
+    if (!op.cancelled_by(c)) continue;
     abort_locked(list, op); // ends the walk: the list changed
     return true;
   }
@@ -287,9 +286,10 @@ void wheel_shard::shutdown() {
     shut_down_ = true;
     // Every pending op is on a wait_list, and every non-empty wait_list is on the
     // wheel (parked on the never list if it has no deadline of its own).
-    wheel_.for_each([&doomed](wheel_entry& e) {
+    wheel_.for_each([this, &doomed](wheel_entry& e) {
       auto& entry = static_cast<shard_entry&>(e);
-      if (entry.is_wait_list) doomed.append(static_cast<wait_list&>(entry).ops);
+      if (entry.is_wait_list())
+        take_all_locked(static_cast<wait_list&>(entry), doomed, op_result::aborted);
     });
     wheel_.clear();
     doomed.append(ready_);

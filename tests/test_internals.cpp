@@ -5,11 +5,14 @@
 
 #include "asio_test.hpp"
 
+#include <asio_wheel/detail/intrusive.hpp>
 #include <asio_wheel/detail/op_memory.hpp>
 #include <asio_wheel/detail/upper_clock.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -79,17 +82,17 @@ using asio_wheel::detail::op_memory_deallocate;
 BOOST_AUTO_TEST_CASE(op_memory_reuses_a_freed_block_of_the_same_size_class) {
   void* a = op_memory_allocate(40);
   op_memory_deallocate(a, 40);
-  void* b = op_memory_allocate(64); // same 64-byte class
+  void* b = op_memory_allocate(48); // same 16-byte class, 33..48
   BOOST_TEST(a == b);
-  op_memory_deallocate(b, 64);
-  void* c = op_memory_allocate(65); // next class: not that block
+  op_memory_deallocate(b, 48);
+  void* c = op_memory_allocate(49); // next class: not that block
   BOOST_TEST(c != a);
-  op_memory_deallocate(c, 65);
+  op_memory_deallocate(c, 49);
 }
 
 BOOST_AUTO_TEST_CASE(op_memory_blocks_are_usable_to_their_full_size) {
   // Under ASan this catches a class too small for the request.
-  for (std::size_t size : {1u, 63u, 64u, 65u, 200u, 512u, 513u, 4096u}) {
+  for (std::size_t size : {1u, 15u, 16u, 17u, 63u, 64u, 65u, 200u, 512u, 513u, 4096u}) {
     auto* p = static_cast<unsigned char*>(op_memory_allocate(size));
     BOOST_TEST_REQUIRE(p != nullptr);
     for (std::size_t i = 0; i < size; ++i) p[i] = static_cast<unsigned char>(i);
@@ -118,4 +121,67 @@ BOOST_AUTO_TEST_CASE(op_memory_blocks_may_be_freed_on_another_thread_that_then_e
   void* p = op_memory_allocate(100);
   BOOST_TEST(p != nullptr);
   op_memory_deallocate(p, 100);
+}
+
+// The op queue is a ring held by its tail; every container operation is checked against
+// std::deque over random sequences, including splices at both ends and removals of
+// the only, first, middle and last node.
+struct queue_node : asio_wheel::detail::queue_hook {
+  int id = 0;
+};
+
+BOOST_AUTO_TEST_CASE(op_queue_behaves_as_a_fifo_under_every_operation) {
+  using queue = asio_wheel::detail::intrusive_queue<queue_node>;
+  std::vector<queue_node> nodes(64);
+  for (int i = 0; i < 64; ++i) nodes[i].id = i;
+  std::mt19937 rng(7);
+  queue q[2];
+  std::deque<int> model[2];
+  std::vector<int> free_ids;
+  for (int i = 63; i >= 0; --i) free_ids.push_back(i);
+  auto same = [&](int k) {
+    std::vector<int> got;
+    for (queue_node& n : q[k]) got.push_back(n.id);
+    return got == std::vector<int>(model[k].begin(), model[k].end()) &&
+           q[k].count() == model[k].size() && q[k].empty() == model[k].empty();
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const int k = static_cast<int>(rng() % 2);
+    switch (rng() % 5) {
+    case 0:
+    case 1: // push_back
+      if (free_ids.empty()) break;
+      q[k].push_back(nodes[free_ids.back()]);
+      model[k].push_back(free_ids.back());
+      free_ids.pop_back();
+      break;
+    case 2: // pop_front
+      if (model[k].empty()) break;
+      BOOST_TEST_REQUIRE(q[k].front().id == model[k].front());
+      q[k].pop_front();
+      free_ids.push_back(model[k].front());
+      model[k].pop_front();
+      break;
+    case 3: { // remove any one
+      if (model[k].empty()) break;
+      const std::size_t at = rng() % model[k].size();
+      q[k].remove(nodes[model[k][at]]);
+      free_ids.push_back(model[k][at]);
+      model[k].erase(model[k].begin() + static_cast<std::ptrdiff_t>(at));
+      break;
+    }
+    case 4: // splice the other queue in, at the back or the front
+      if (rng() % 2) {
+        q[k].append(q[1 - k]);
+        model[k].insert(model[k].end(), model[1 - k].begin(), model[1 - k].end());
+      } else {
+        q[k].prepend(q[1 - k]);
+        model[k].insert(model[k].begin(), model[1 - k].begin(), model[1 - k].end());
+      }
+      model[1 - k].clear();
+      break;
+    }
+    BOOST_TEST_REQUIRE(same(0));
+    BOOST_TEST_REQUIRE(same(1));
+  }
 }

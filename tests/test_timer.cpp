@@ -723,3 +723,124 @@ BOOST_AUTO_TEST_CASE(reset_to_never_keeps_the_wait_pending_until_reset_again) {
   BOOST_TEST(r.calls == 2);
   BOOST_TEST(r.ec == aborted);
 }
+
+// ---- the wait that lives in its timer ----
+// A small handler's operation lives inside the timer (detail::timer_state's inline
+// buffer) while it waits, and moves to memory of its own whenever it leaves the timer's
+// list: handed over at expiry, aborted, refused, or destroyed at shutdown. These cases
+// free or move the timer while its wait is past that point; ASan sees any access to
+// the old timer.
+
+BOOST_AUTO_TEST_CASE(a_small_handler_is_the_kind_that_lives_in_its_timer) {
+  // The cases below rely on their handlers living inline: a lambda of two words does.
+  fixture f;
+  recorder r;
+  using handler = decltype(r.handler(f));
+  using op = asio_wheel::detail::handler_op<asio_wheel::detail::plain_wait_op, handler, void>;
+  BOOST_TEST(op::may_live_inline);
+  // Too big for the buffer: memory of its own.
+  using big = asio_wheel::detail::handler_op<asio_wheel::detail::plain_wait_op,
+                                             std::function<void(error_code)>, void>;
+  BOOST_TEST(!big::may_live_inline);
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_handed_over_completes_after_a_handler_destroys_its_timer) {
+  fixture f;
+  auto first = std::make_unique<asio_wheel::timer>(f.io, 1ms);
+  auto second = std::make_unique<asio_wheel::timer>(f.io, 1ms);
+  recorder r;
+  // Both expire in one step: the first handler destroys the second timer, whose wait
+  // is already in the step's batch and must still complete, with success.
+  first->async_wait([&second](error_code) { second.reset(); });
+  second->async_wait(r.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(!second);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+}
+
+BOOST_AUTO_TEST_CASE(an_aborted_wait_completes_after_its_timer_is_gone) {
+  fixture f;
+  recorder r1, r2;
+  {
+    asio_wheel::timer t(f.io, 1s);
+    t.async_wait(r1.handler(f)); // inline
+    t.async_wait(r2.handler(f)); // memory of its own: the buffer is taken
+  } // the destructor aborts both; they complete on the next step
+  f.settle();
+  BOOST_TEST(r1.calls == 1);
+  BOOST_TEST(r1.ec == aborted);
+  BOOST_TEST(r2.calls == 1);
+  BOOST_TEST(r2.ec == aborted);
+}
+
+BOOST_AUTO_TEST_CASE(the_buffer_is_reused_and_waits_keep_their_order) {
+  fixture f;
+  asio_wheel::timer t(f.io, 5ms);
+  std::vector<int> order;
+  t.async_wait([&order](error_code ec) { order.push_back(ec ? -1 : 1); }); // inline
+  t.async_wait([&order](error_code ec) { order.push_back(ec ? -2 : 2); }); // own memory
+  BOOST_TEST(t.cancel_one() == 1u); // the oldest: the inline one leaves the buffer
+  t.async_wait([&order](error_code ec) { order.push_back(ec ? -3 : 3); }); // inline again
+  f.settle();
+  BOOST_TEST(order == (std::vector<int>{-1}), boost::test_tools::per_element());
+  f.advance(5ms);
+  BOOST_TEST(order == (std::vector<int>{-1, 2, 3}), boost::test_tools::per_element());
+
+  // Moved twice, with the inline wait in the middle of the list.
+  t.expires_after(5ms);
+  order.clear();
+  t.async_wait([&order](error_code) { order.push_back(4); });
+  t.async_wait([&order](error_code) { order.push_back(5); });
+  BOOST_TEST(t.cancel_one() == 1u);
+  t.async_wait([&order](error_code) { order.push_back(6); }); // inline, behind 5
+  asio_wheel::timer u(std::move(t));
+  asio_wheel::timer v(f.io);
+  v = std::move(u);
+  BOOST_TEST(t.cancel() == 0u);
+  BOOST_TEST(u.cancel() == 0u);
+  f.advance(5ms);
+  BOOST_TEST(order == (std::vector<int>{4, 5, 6}), boost::test_tools::per_element());
+  // v's buffer is free again: a later wait goes there and completes.
+  recorder r;
+  v.expires_after(1ms);
+  v.async_wait(r.handler(f));
+  f.advance(1ms);
+  BOOST_TEST(r.calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_destroys_a_wait_whose_handler_owns_its_timer) {
+  // The handler (a shared_ptr: it lives inline) keeps its own timer alive: a cycle that
+  // only shutdown breaks. Destroying the handler destroys the timer, so the handler
+  // must not be in the timer's buffer by then (LSan reports the cycle if it is never
+  // broken, ASan the use of freed memory if it is broken inside the buffer).
+  std::weak_ptr<asio_wheel::timer> watch;
+  {
+    fixture f;
+    auto t = std::make_shared<asio_wheel::timer>(f.io, 1s);
+    watch = t;
+    t->async_wait([t](error_code) {});
+    t.reset();
+    BOOST_TEST(!watch.expired());
+  }
+  BOOST_TEST(watch.expired());
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_refused_over_max_pending_leaves_the_buffer_free) {
+  auto o = manual_options();
+  o.max_pending = 1;
+  fixture f(o);
+  asio_wheel::timer a(f.io, 1ms), b(f.io, 1ms);
+  recorder ra, rb, rb2;
+  a.async_wait(ra.handler(f));
+  b.async_wait(rb.handler(f)); // refused: completes on the next step, from memory of its own
+  f.settle();
+  BOOST_TEST(rb.ec == asio_wheel::error::too_many_timers);
+  f.advance(1ms);
+  BOOST_TEST(!ra.ec);
+  b.expires_after(1ms);
+  b.async_wait(rb2.handler(f)); // b's buffer was given back
+  f.advance(1ms);
+  BOOST_TEST(rb2.calls == 1);
+  BOOST_TEST(!rb2.ec);
+}

@@ -25,7 +25,9 @@
 // thus needs a second thread that advances (on the only thread, wait() never returns)
 // and a wheel that takes its lock (not a context with concurrency hint 1).
 //
-// Costs: async_wait O(1) plus one allocation from the handler's allocator; cancel O(1)
+// Costs: async_wait O(1); its operation lives in the timer when the handler is small
+// (up to 16 bytes) and names no allocator, else it is one allocation from the handler's
+// allocator (the per-thread cache when it names none); cancel O(1)
 // per wait, cancel_one O(1), their aborted handlers batched into one posted step;
 // reset_* O(1); wait() blocks its thread and uses no wheel entry or operation.
 //
@@ -247,7 +249,8 @@ private:
     void operator()(WaitHandler&& handler) const {
       detail::timer_state& state = self_->state_;
       detail::wheel_op* op = detail::make_handler_op<detail::plain_wait_op>(
-          std::forward<WaitHandler>(handler), *state.shard, state, self_->executor_);
+          std::forward<WaitHandler>(handler), *state.shard, state, self_->executor_,
+          state.free_inline_buffer());
       state.start_wait(*op);
     }
 

@@ -27,6 +27,7 @@
 #include <asio_wheel/detail/config.hpp>
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -131,7 +132,9 @@ private:
   }
 
   // The step runs it outside the lock (action::complete), or shutdown drops it.
-  static bool fire(wheel_op* op, action a) {
+  static bool fire(wheel_op* op, action a, void*) {
+    // Never on a wait_list, so never asked about cancellation handlers.
+    assert(a == action::complete || a == action::destroy);
     auto* s = static_cast<deadline_state*>(op);
     emitter e(s);
     if (a != action::complete) return false;

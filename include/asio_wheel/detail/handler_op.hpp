@@ -24,6 +24,7 @@
 
 #include <asio_wheel/detail/config.hpp>
 
+#include <cassert>
 #include <memory>
 #include <tuple>
 #include <type_traits>
@@ -73,10 +74,54 @@ struct bound_completion {
   void operator()() { std::apply(std::move(handler), std::move(args)); }
 };
 
+// Stands in for "no associated cancellation slot" when asking a handler for one.
+struct no_cancellation_slot {};
+
+// Whether Handler names a cancellation slot: only then can its op be cancelled on its
+// own, and only then does the op keep a pointer to its cancellation handler.
+template <class Handler>
+inline constexpr bool has_cancellation_slot_v =
+    !std::is_same_v<net::associated_cancellation_slot_t<Handler, no_cancellation_slot>,
+                    no_cancellation_slot>;
+
+// Where an op keeps its per-operation cancellation handler: nowhere (an empty base)
+// when its handler has no slot, so that such an op pays no bytes for it.
+template <bool HasSlot>
+struct cancellation_holder {
+  op_cancellation* cancellation = nullptr; // in the user's signal; null if not connected
+};
+template <>
+struct cancellation_holder<false> {};
+
 template <class Base, class Handler, class WorkExecutor>
-class handler_op final : public Base {
+class handler_op final : public Base, private cancellation_holder<has_cancellation_slot_v<Handler>> {
 public:
-  using slot_type = net::associated_cancellation_slot_t<Handler>;
+  static constexpr bool has_slot = has_cancellation_slot_v<Handler>;
+
+  // Whether an op of this type may live in an owner's inline buffer (inline_op_bytes):
+  // it fits, its memory would come from the per-thread cache anyway (the handler names
+  // no allocator of its own, whose use must stay as it is), and it relocates without
+  // throwing. Only plain waits: the other ops carry values that would move with them.
+  static constexpr bool may_live_inline =
+      std::is_same_v<Base, plain_wait_op> && sizeof(handler_op) <= inline_op_bytes &&
+      alignof(handler_op) <= alignof(wheel_op) &&
+      std::is_same_v<net::associated_allocator_t<Handler, op_recycling_allocator<void>>,
+                     op_recycling_allocator<void>> &&
+      std::is_nothrow_move_constructible_v<Handler> &&
+      std::is_nothrow_move_constructible_v<
+          std::conditional_t<std::is_void_v<WorkExecutor>, int, WorkExecutor>>;
+
+  // Constructs the op in `buffer`, an owner's free inline buffer (may_live_inline);
+  // connects the cancellation slot to `owner`.
+  template <class H, class... Work>
+  static Base* create_inline(void* buffer, H&& h, wheel_shard& shard, wait_list& owner,
+                             Work&&... work) {
+    static_assert(may_live_inline);
+    auto* p = ::new (buffer) handler_op(std::forward<H>(h), std::forward<Work>(work)...);
+    p->set_inline(true);
+    p->connect(shard, owner);
+    return p;
+  }
 
   // Allocates through the handler's allocator; connects the cancellation slot to
   // `owner`, the list the op will wait on.
@@ -105,20 +150,67 @@ private:
         handler_(std::forward<H>(h)),
         work_(std::forward<Work>(work)...) {}
 
+  // Relocation: the same op at another address (its queue link is the caller's).
+  handler_op(handler_op&& other) noexcept
+      : Base(&handler_op::do_func),
+        cancellation_holder<has_slot>(other),
+        handler_(std::move(other.handler_)),
+        work_(std::move(other.work_)) {
+    this->set_result(other.result());
+  }
+
+  // action::relocate: an inline op moves to r.buffer, or to memory of its own.
+  static void relocate(handler_op* self, wheel_op::relocation& r) {
+    if constexpr (may_live_inline) {
+      assert(self->is_inline());
+      handler_op* to;
+      if (r.buffer) {
+        to = ::new (r.buffer) handler_op(std::move(*self));
+        to->set_inline(true);
+      } else {
+        auto alloc = rebind_alloc(op_recycling_allocator<void>());
+        to = ::new (static_cast<void*>(std::allocator_traits<decltype(alloc)>::allocate(alloc, 1)))
+            handler_op(std::move(*self));
+      }
+      self->~handler_op();
+      r.moved = to;
+    } else {
+      (void)self, (void)r;
+      assert(!"only an inline op relocates");
+    }
+  }
+
   template <class Alloc>
   static auto rebind_alloc(const Alloc& a) {
     return typename std::allocator_traits<Alloc>::template rebind_alloc<handler_op>(a);
   }
 
   void connect(wheel_shard& shard, wait_list& owner) {
-    slot_type slot = net::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected())
-      this->set_cancellation(
-          &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner}));
+    if constexpr (has_slot) {
+      auto slot = net::get_associated_cancellation_slot(handler_);
+      if (slot.is_connected())
+        this->cancellation =
+            &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner});
+    }
   }
 
-  static bool do_func(wheel_op* base, action a) {
+  static bool do_func(wheel_op* base, action a, void* arg) {
     auto* self = static_cast<handler_op*>(base);
+    if (a == action::relocate) {
+      relocate(self, *static_cast<wheel_op::relocation*>(arg));
+      return false;
+    }
+    if (a == action::is_cancelled_by || a == action::move_cancellation) {
+      if constexpr (has_slot) {
+        if (a == action::is_cancelled_by) return self->cancellation == arg;
+        if (self->cancellation) self->cancellation->owner = static_cast<wait_list*>(arg);
+      } else {
+        (void)arg;
+      }
+      return false;
+    }
+    // Completed and destroyed only in memory of its own (see wheel_op::is_inline).
+    assert(!self->is_inline());
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
     work_type work(std::move(self->work_));
@@ -152,22 +244,35 @@ private:
   ASIO_WHEEL_NO_UNIQUE_ADDRESS work_type work_;
 };
 
+// Carries an op type into make_handler_op's generic lambda.
+template <class T>
+struct op_type {
+  using type = T;
+};
+
 // Stands in for "no associated executor" when asking a handler for one.
 struct no_associated_executor {};
 
 // Creates the operation for `handler`, to wait on `owner`, choosing inline delivery or
-// dispatch by the handler's associated executor (defaulting to `io_ex`).
+// dispatch by the handler's associated executor (defaulting to `io_ex`). The op goes
+// into `inline_buffer` (the owner's, inline_op_bytes long, or null if none is free)
+// when its type may live there.
 template <class Base, class Handler, class IoExecutor>
 Base* make_handler_op(Handler&& handler, wheel_shard& shard, wait_list& owner,
-                      const IoExecutor& io_ex) {
+                      const IoExecutor& io_ex, void* inline_buffer = nullptr) {
   using handler_t = std::decay_t<Handler>;
+  auto make = [&](auto type_of_op, auto&&... work) -> Base* {
+    using op_t = typename decltype(type_of_op)::type;
+    if constexpr (op_t::may_live_inline)
+      if (inline_buffer)
+        return op_t::create_inline(inline_buffer, std::forward<Handler>(handler), shard, owner,
+                                   std::move(work)...);
+    return op_t::create(std::forward<Handler>(handler), shard, owner, std::move(work)...);
+  };
   auto create = [&](const auto& ex) -> Base* {
-    if (runs_inline(ex, shard))
-      return handler_op<Base, handler_t, void>::create(std::forward<Handler>(handler), shard,
-                                                       owner);
+    if (runs_inline(ex, shard)) return make(op_type<handler_op<Base, handler_t, void>>{});
     auto work = net::prefer(ex, net::execution::outstanding_work.tracked);
-    return handler_op<Base, handler_t, decltype(work)>::create(std::forward<Handler>(handler),
-                                                               shard, owner, std::move(work));
+    return make(op_type<handler_op<Base, handler_t, decltype(work)>>{}, std::move(work));
   };
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.

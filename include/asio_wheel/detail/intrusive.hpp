@@ -135,7 +135,7 @@ private:
   list_hook head_; // the sentinel: never a T
 };
 
-// ---- queue: singly linked FIFO with a tail pointer ----
+// ---- queue: circular, singly linked, held by its tail ----
 
 // The link of a queue node; its owner keeps track of which queue holds it.
 class queue_hook {
@@ -147,55 +147,95 @@ public:
 private:
   template <class>
   friend class intrusive_queue;
-  template <class, class>
-  friend class node_iterator;
+  template <class>
+  friend class queue_iterator;
   queue_hook* next_ = nullptr;
+};
+
+// A forward iterator over the nodes T of a queue: from the head round to the tail.
+template <class T>
+class queue_iterator {
+public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = T;
+  using difference_type = std::ptrdiff_t;
+  using pointer = T*;
+  using reference = T&;
+
+  queue_iterator(queue_hook* at, const queue_hook* tail) noexcept : at_(at), tail_(tail) {}
+  T& operator*() const noexcept { return static_cast<T&>(*at_); }
+  T* operator->() const noexcept { return &**this; }
+  queue_iterator& operator++() noexcept {
+    at_ = at_ == tail_ ? nullptr : at_->next_;
+    return *this;
+  }
+  queue_iterator operator++(int) noexcept {
+    queue_iterator before = *this;
+    ++*this;
+    return before;
+  }
+  friend bool operator==(queue_iterator a, queue_iterator b) noexcept { return a.at_ == b.at_; }
+  friend bool operator!=(queue_iterator a, queue_iterator b) noexcept { return a.at_ != b.at_; }
+
+private:
+  queue_hook* at_;         // null: the end
+  const queue_hook* tail_;
 };
 
 // A FIFO of T, where T derives from queue_hook: O(1) push_back, pop_front and splicing
 // a whole queue at either end. Removing a node from the middle walks the queue.
+//
+// One pointer, the tail, whose next is the head (the queue is a ring): every wait_list
+// embeds one, so a pending wait pays 8 bytes for its queue rather than 16.
+// Invariant: empty iff tail_ is null; otherwise following next_ from tail_ visits every
+// node once and comes back to tail_.
 template <class T>
 class intrusive_queue {
 public:
-  using iterator = node_iterator<T, queue_hook>;
+  using iterator = queue_iterator<T>;
 
   intrusive_queue() noexcept = default;
   intrusive_queue(const intrusive_queue&) = delete;
   intrusive_queue& operator=(const intrusive_queue&) = delete;
 
-  bool empty() const noexcept { return head_ == nullptr; }
-  iterator begin() noexcept { return iterator(head_); }
-  iterator end() noexcept { return iterator(nullptr); }
+  bool empty() const noexcept { return tail_ == nullptr; }
+  iterator begin() noexcept { return iterator(tail_ ? tail_->next_ : nullptr, tail_); }
+  iterator end() noexcept { return iterator(nullptr, tail_); }
   T& front() noexcept {
     assert(!empty());
-    return static_cast<T&>(*head_);
+    return static_cast<T&>(*tail_->next_);
   }
 
   void push_back(T& node) noexcept {
     queue_hook& n = node;
-    n.next_ = nullptr;
-    if (tail_)
+    if (tail_) {
+      n.next_ = tail_->next_;
       tail_->next_ = &n;
-    else
-      head_ = &n;
+    } else {
+      n.next_ = &n;
+    }
     tail_ = &n;
   }
 
   void pop_front() noexcept {
     assert(!empty());
-    head_ = head_->next_;
-    if (!head_) tail_ = nullptr;
+    queue_hook* head = tail_->next_;
+    if (head == tail_)
+      tail_ = nullptr;
+    else
+      tail_->next_ = head->next_;
   }
 
   // Moves every node of `other` to the end of this queue, in order.
   void append(intrusive_queue& other) noexcept {
     if (other.empty()) return;
-    if (tail_)
-      tail_->next_ = other.head_;
-    else
-      head_ = other.head_;
+    if (tail_) {
+      queue_hook* head = tail_->next_;
+      tail_->next_ = other.tail_->next_;
+      other.tail_->next_ = head;
+    }
     tail_ = other.tail_;
-    other.head_ = other.tail_ = nullptr;
+    other.tail_ = nullptr;
   }
 
   // Moves every node of `other` to the front of this queue, in order.
@@ -207,36 +247,37 @@ public:
   // Removes `node`, which this queue holds. O(position).
   void remove(T& node) noexcept {
     queue_hook* target = &node;
-    queue_hook* prev = nullptr;
-    for (queue_hook* at = head_; at != target; at = at->next_) {
-      assert(at != nullptr);
-      prev = at;
+    queue_hook* prev = tail_;
+    while (prev->next_ != target) {
+      prev = prev->next_;
+      assert(prev != tail_); // came round: `node` is not in this queue
     }
-    (prev ? prev->next_ : head_) = target->next_;
+    if (prev == target) { // the only node
+      tail_ = nullptr;
+      return;
+    }
+    prev->next_ = target->next_;
     if (tail_ == target) tail_ = prev;
   }
 
   // Forgets every node (they keep stale links, harmless: a node is re-linked before use).
-  void clear() noexcept { head_ = tail_ = nullptr; }
+  void clear() noexcept { tail_ = nullptr; }
 
   void swap(intrusive_queue& other) noexcept {
-    queue_hook* h = head_;
     queue_hook* t = tail_;
-    head_ = other.head_;
     tail_ = other.tail_;
-    other.head_ = h;
     other.tail_ = t;
   }
 
   // How many nodes: O(n), for the rare caller that needs it.
   std::size_t count() const noexcept {
-    std::size_t n = 0;
-    for (const queue_hook* at = head_; at; at = at->next_) ++n;
+    if (!tail_) return 0;
+    std::size_t n = 1;
+    for (const queue_hook* at = tail_->next_; at != tail_; at = at->next_) ++n;
     return n;
   }
 
 private:
-  queue_hook* head_ = nullptr;
   queue_hook* tail_ = nullptr;
 };
 

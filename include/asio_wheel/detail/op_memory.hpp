@@ -15,7 +15,7 @@
 
 namespace asio_wheel::detail {
 
-// Blocks of at most this size are cached (in classes of 64 bytes); larger ones and
+// Blocks of at most this size are cached (in classes of 16 bytes); larger ones and
 // over-aligned ones go straight to operator new.
 inline constexpr std::size_t op_memory_max_block = 512;
 inline constexpr std::size_t op_memory_max_cached = 1024; // per size class and thread

@@ -21,6 +21,12 @@ struct timer_state : wait_list {
   wheel_shard* shard;     // where the timer lives; changes only by a move assignment
   steady_time expiry{};   // written under the shard's lock once waits may be pending
 
+  // The buffer for the operation of one pending wait, when it fits (see
+  // handler_op::may_live_inline): then a pending wait costs no memory beyond the
+  // timer, and an expiry reads the timer's own cache lines, not an op elsewhere.
+  // Null while an op lives there. Called by the timer's own thread, without the lock.
+  void* free_inline_buffer() noexcept { return holds_inline_op() ? nullptr : inline_op_; }
+
   // Admits `op` (a wait): it completes at the expiry (at once, as if by post, if that
   // has passed), with too_many_timers over max_pending.
   void start_wait(wheel_op& op);
@@ -45,6 +51,8 @@ struct timer_state : wait_list {
 private:
   // The expiry came: every wait completes with success.
   static std::size_t expired(shard_entry& e, due_step& step);
+
+  alignas(wheel_op) unsigned char inline_op_[inline_op_bytes];
 };
 
 } // namespace asio_wheel::detail

@@ -40,6 +40,7 @@
 
 #include <asio_wheel/detail/intrusive.hpp>
 
+#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +65,10 @@ struct wheel_entry : list_hook {
 
   tick_t deadline = 0;         // the tick at which it expires
   std::uint32_t where = unlinked;
+  // Free for the owner's use (the wheel never reads it): it sits in what would be the
+  // struct's padding, so a flag there costs an owner no bytes. Atomic because an owner
+  // may read a flag outside its lock (see timer_state's inline operation).
+  std::atomic<std::uint8_t> owner_bits{0};
 
   bool linked() const noexcept { return where != unlinked; }
   bool is_due() const noexcept { return where == in_due; }

@@ -10,50 +10,89 @@
 #include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/intrusive.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace asio_wheel::detail {
 
 struct op_cancellation;
+struct wait_list;
 
 // How an operation ended; kept in one byte and turned into an error_code on the way out.
 enum class op_result : std::uint8_t { success, aborted, too_many };
 
 error_code to_error_code(op_result r) noexcept; // src/error.cpp
 
+// 24 bytes: the queue link, the function, the result and where the op lives. What only some operations
+// need (a per-operation cancellation handler) lives in the derived object, reached
+// through the function.
 class wheel_op : public queue_hook {
 public:
   enum class action : std::uint8_t {
-    complete, // free the op, then deliver the handler with result()
-    destroy   // free the op without invoking the handler (shutdown)
+    complete,          // free the op, then deliver the handler with result()
+    destroy,           // free the op without invoking the handler (shutdown)
+    is_cancelled_by,   // arg: an op_cancellation; whether it is this op's
+    move_cancellation, // arg: a wait_list; this op's cancellation handler reaches it there
+    relocate           // arg: a relocation; the op moves there (only an inline op)
+  };
+  // Where action::relocate moves an op: into `buffer` (another owner's inline buffer),
+  // or, when null, into memory of its own from the per-thread cache. `moved` is the op
+  // at its new place; the old one is destroyed.
+  struct relocation {
+    void* buffer = nullptr;
+    wheel_op* moved = nullptr;
   };
   // Returns, for action::complete, whether the handler was dispatched to an executor
   // other than the wheel context's own (then the step ends there: see
-  // wheel_shard::invoke).
-  using func_type = bool (*)(wheel_op*, action);
+  // wheel_shard::invoke); for is_cancelled_by, the answer; otherwise false.
+  using func_type = bool (*)(wheel_op*, action, void* arg);
 
-  bool complete() { return func_(this, action::complete); }
-  void destroy() { func_(this, action::destroy); }
+  bool complete() { return func_(this, action::complete, nullptr); }
+  void destroy() { func_(this, action::destroy, nullptr); }
 
   op_result result() const noexcept { return result_; }
   void set_result(op_result r) noexcept { result_ = r; }
 
-  // The op's per-operation cancellation handler, which lives in the user's
-  // cancellation signal (null when the handler has no slot). It also identifies the op
-  // to that handler: not the op's own address, which the allocator may hand to a later
-  // op while a stale handler is still installed in an old signal.
-  op_cancellation* cancellation() const noexcept { return cancellation_; }
-  void set_cancellation(op_cancellation* c) noexcept { cancellation_ = c; }
+  // Whether the op lives in its owner's inline buffer rather than memory of its own.
+  // Such an op stays there only while it waits on its owner's wait_list: every path
+  // that takes it off relocates it first (wheel_shard::own_locked), so the owner may
+  // be destroyed or moved while the op is in a step's batch or in the ready queue.
+  bool is_inline() const noexcept { return inline_; }
+
+  // Moves the op (is_inline()) to `buffer`, or to memory of its own if null; returns
+  // the op at its new place. Handlers that may live inline move without throwing; the
+  // memory of its own may throw bad_alloc.
+  wheel_op& relocate(void* buffer) {
+    relocation r{buffer, nullptr};
+    func_(this, action::relocate, &r);
+    return *r.moved;
+  }
+
+  // Whether `c` is the op's per-operation cancellation handler, which lives in the
+  // user's cancellation signal (an op whose handler has no slot has none). That handler,
+  // not the op's address, identifies the op: the allocator may hand the address to a
+  // later op while a stale handler is still installed in an old signal.
+  bool cancelled_by(const op_cancellation& c) {
+    return func_(this, action::is_cancelled_by, const_cast<op_cancellation*>(&c));
+  }
+  // The op moved to `owner` (a timer move): its cancellation handler, if any, follows.
+  void move_cancellation(wait_list& owner) { func_(this, action::move_cancellation, &owner); }
 
 protected:
   explicit wheel_op(func_type f) noexcept : func_(f) {}
   ~wheel_op() = default;
+  void set_inline(bool on) noexcept { inline_ = on; }
 
 private:
   func_type func_;
-  op_cancellation* cancellation_ = nullptr;
   op_result result_ = op_result::success;
+  bool inline_ = false;
 };
+
+// The size of an owner's inline buffer for one operation (a timer's, see
+// timer_state): the 24-byte op and a handler of up to 16 bytes (a lambda capturing
+// `this` and a word, or a shared_ptr to its connection) run inline on the context.
+inline constexpr std::size_t inline_op_bytes = 40;
 
 // FIFO of operations: O(1) push_back, pop_front and splice; unlinking one op in the
 // middle walks the list, which holds the waits of one timer (almost always one).

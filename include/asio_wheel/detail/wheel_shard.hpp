@@ -83,7 +83,15 @@ struct due_step {
 struct shard_entry : wheel_entry {
   using due_func = std::size_t (*)(shard_entry&, due_step&);
   due_func on_due = nullptr;      // set by the owner; never null once linked
-  bool is_wait_list = false;      // set by wait_list only
+
+  // Set by wait_list only (kept in wheel_entry::owner_bits, which costs no space).
+  bool is_wait_list() const noexcept {
+    return owner_bits.load(std::memory_order_relaxed) & wait_list_bit;
+  }
+
+protected:
+  static constexpr std::uint8_t wait_list_bit = 1;
+  static constexpr std::uint8_t inline_op_bit = 2;
 };
 
 // An entry that owns pending operations, in the order they were started. Linked on the
@@ -92,10 +100,23 @@ struct shard_entry : wheel_entry {
 // the list on the never list, where it never comes due.
 struct wait_list : shard_entry {
   wait_list() noexcept {
-    is_wait_list = true;
+    owner_bits.store(wait_list_bit, std::memory_order_relaxed);
     on_due = &wait_list::parked_due;
   }
   op_queue ops;
+
+  // Whether one of `ops` lives in the owner's inline buffer (wheel_op::is_inline). Set
+  // and cleared under the shard's lock, after the op moved in or out; the owner's own
+  // thread reads it without the lock to know if the buffer is free, and the acquire
+  // pairs with the release that cleared it, after the op left the buffer.
+  bool holds_inline_op() const noexcept {
+    return owner_bits.load(std::memory_order_acquire) & inline_op_bit;
+  }
+  void set_holds_inline_op(bool on) noexcept {
+    const std::uint8_t bits = owner_bits.load(std::memory_order_relaxed);
+    owner_bits.store(on ? bits | inline_op_bit : bits & ~inline_op_bit,
+                     std::memory_order_release);
+  }
 
 private:
   static std::size_t parked_due(shard_entry&, due_step&) noexcept {
@@ -196,7 +217,8 @@ public:
   // Unlinks `e` (no effect if it is not linked).
   void unschedule_locked(shard_entry& e);
   // The owner of `from` moved to `to`: `to` takes over its place on the wheel and its
-  // operations, whose cancellation handlers now point at `to`. `to` holds none.
+  // operations, whose cancellation handlers now point at `to`. `to` holds none, and
+  // `from` no inline op (its owner moves that one into `to`'s buffer first).
   void move_list_locked(wait_list& from, wait_list& to) noexcept;
 
   // ---- the op protocol ----
@@ -209,6 +231,17 @@ public:
   // Completes `op`, which never waited (refused, or served at once), with `r` on the
   // next step: as if by post, never inline. Not after shutdown.
   void complete_soon_locked(wheel_op& op, op_result r);
+  // `op`, leaving `list` (or refused by it), in memory of its own: an inline op is
+  // relocated out of the owner's buffer, which is then free.
+  wheel_op& own_locked(wait_list& list, wheel_op& op) {
+    if (!op.is_inline()) return op;
+    wheel_op& moved = op.relocate(nullptr);
+    list.set_holds_inline_op(false);
+    return moved;
+  }
+  // Every op of `list` leaves, in order, with `r`, into `out` (each in memory of its
+  // own); returns how many. The list is left empty but linked: the caller unlinks it.
+  std::size_t take_all_locked(wait_list& list, op_queue& out, op_result r);
   // In an on_due: the oldest op of `list` (non-empty) leaves with success into `out`.
   // The owner fills in its values first. `list` is unlinked once empty.
   void complete_front_locked(wait_list& list, op_queue& out);
@@ -315,21 +348,24 @@ inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n) noex
 inline bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when) {
   assert(guard.owns_lock() && list.linked() == !list.ops.empty());
   if (shut_down_) {
+    wheel_op& own = own_locked(list, op);
     guard.unlock();
-    op.destroy();
+    own.destroy();
     return false;
   }
   if (!count_pending_locked()) {
-    complete_soon_locked(op, op_result::too_many);
+    complete_soon_locked(own_locked(list, op), op_result::too_many);
     return false;
   }
   list.ops.push_back(op);
+  if (op.is_inline()) list.set_holds_inline_op(true);
   if (!list.linked()) schedule_locked(list, when);
   return true;
 }
 
 inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
   assert(!shut_down_); // nothing would ever complete or destroy it
+  assert(!op.is_inline());
   op.set_result(r);
   ready_.push_back(op);
   ++ready_count_;
@@ -338,18 +374,35 @@ inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
 
 inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
   assert(!list.ops.empty());
-  wheel_op& op = list.ops.front();
+  wheel_op& front = list.ops.front();
   list.ops.pop_front();
+  wheel_op& op = own_locked(list, front);
   op.set_result(op_result::success);
   out.push_back(op);
   uncount_pending_locked(op_result::success);
   if (list.ops.empty()) unschedule_locked(list);
 }
 
-inline std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& out) {
+inline std::size_t wheel_shard::take_all_locked(wait_list& list, op_queue& out, op_result r) {
   std::size_t n = 0;
-  for (wheel_op& op : list.ops) op.set_result(op_result::success), ++n;
-  out.append(list.ops);
+  if (!list.holds_inline_op()) {
+    for (wheel_op& op : list.ops) op.set_result(r), ++n;
+    out.append(list.ops);
+    return n;
+  }
+  while (!list.ops.empty()) {
+    wheel_op& front = list.ops.front();
+    list.ops.pop_front();
+    wheel_op& op = own_locked(list, front);
+    op.set_result(r);
+    out.push_back(op);
+    ++n;
+  }
+  return n;
+}
+
+inline std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& out) {
+  const std::size_t n = take_all_locked(list, out, op_result::success);
   uncount_pending_locked(op_result::success, n);
   if (list.linked()) unschedule_locked(list);
   return n;
@@ -357,9 +410,7 @@ inline std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& o
 
 inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
   if (list.ops.empty()) return 0;
-  std::size_t n = 0;
-  for (wheel_op& op : list.ops) op.set_result(op_result::aborted), ++n;
-  ready_.append(list.ops);
+  const std::size_t n = take_all_locked(list, ready_, op_result::aborted);
   ready_count_ += n;
   // Post before releasing the pending count's work, so that the context never sees
   // zero outstanding work (and stops) while aborted handlers are queued.
