@@ -46,8 +46,7 @@ void timer_state::take_over(timer_state& from) noexcept {
   shard->move_list_locked(from, *this);
 }
 
-std::size_t timer_state::expired(shard_entry& e, due_step& step) {
-  auto& timer = static_cast<timer_state&>(e);
+std::size_t timer_state::expired(timer_state& timer, due_step& step) {
   step.shard.note_expiry_locked(timer.expiry, step.now);
   return step.shard.complete_all_locked(timer, step.out);
 }

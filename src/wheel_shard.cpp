@@ -2,6 +2,8 @@
 // (see detail/wheel_shard.hpp).
 #include <asio_wheel/detail/wheel_shard.hpp>
 
+#include <asio_wheel/detail/timer_state.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -242,9 +244,15 @@ std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::s
   while (taken < budget) {
     auto* entry = static_cast<shard_entry*>(wheel_.pop_due());
     if (!entry) break;
-    assert(entry->on_due != nullptr);
     due_step step{*this, batch, budget - taken, now};
-    taken += entry->on_due(*entry, step);
+    if (entry->is_wait_list()) {
+      // Only a timer's list has a deadline (the others are parked): it expired.
+      taken += timer_state::expired(static_cast<timer_state&>(*entry), step);
+    } else {
+      auto& due = static_cast<due_entry&>(*entry);
+      assert(due.on_due != nullptr);
+      taken += due.on_due(due, step);
+    }
   }
   return taken;
 }

@@ -47,7 +47,7 @@ struct deadline_spec {
   }
 };
 
-class deadline_state : public shard_entry, public wheel_op {
+class deadline_state : public due_entry, public wheel_op {
 public:
   using dealloc_func = void (*)(deadline_state*);
 
@@ -123,7 +123,7 @@ private:
   }
 
   // The deadline came (lock held): queue the emission as an operation of the step.
-  static std::size_t due(shard_entry& e, due_step& step) {
+  static std::size_t due(due_entry& e, due_step& step) {
     auto& s = static_cast<deadline_state&>(e);
     s.settle_count_locked(op_result::success);
     s.add_ref();

@@ -43,7 +43,7 @@ struct delay_queue_state;
 // the queue: a key's node pointer therefore never dangles while its queue lives, and
 // `generation` (bumped each time the node is given back) tells a stale key.
 template <class T>
-struct delay_node : shard_entry {
+struct delay_node : due_entry {
   enum class state_type : std::uint8_t { free, scheduled, expired };
 
   delay_queue_state<T>* owner = nullptr;
@@ -141,7 +141,7 @@ inline std::atomic<std::uint64_t> delay_queue_ids{0};
 // The queue's state; itself the wheel entry of the dispatch step, linked (due now)
 // while a waiting take and an expired element may meet.
 template <class T>
-struct delay_queue_state : shard_entry {
+struct delay_queue_state : due_entry {
   using node = delay_node<T>;
   using node_state = typename node::state_type;
 
@@ -225,7 +225,7 @@ struct delay_queue_state : shard_entry {
   // Elements of one wheel tick come due in insertion order, not expiry order, so they
   // are only handed to takes by the dispatch step, which the wheel runs after them.
   // Counts as one against the step's expiry_batch, like a completion.
-  static std::size_t element_due(shard_entry& e, due_step&) {
+  static std::size_t element_due(due_entry& e, due_step&) {
     auto& n = static_cast<node&>(e);
     delay_queue_state& q = *n.owner;
     n.state = node_state::expired;
@@ -236,7 +236,7 @@ struct delay_queue_state : shard_entry {
 
   // Hands expired elements to waiting takes, both in order, at most `budget`; if more
   // could meet, the step comes back on the next driver step.
-  static std::size_t dispatch_due(shard_entry& e, due_step& step) {
+  static std::size_t dispatch_due(due_entry& e, due_step& step) {
     auto& q = static_cast<delay_queue_state&>(e);
     std::size_t n = 0;
     for (; n < step.budget && !q.takers.ops.empty() && !q.expired.empty(); ++n) {

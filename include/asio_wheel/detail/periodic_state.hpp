@@ -38,7 +38,7 @@ public:
 // construction (so tests reproduce), different between timers (so they spread).
 inline std::atomic<std::uint64_t> periodic_seed{0x853c49e6748fea9bULL};
 
-struct periodic_state : shard_entry {
+struct periodic_state : due_entry {
   // The first tick is due one period from now; period > 0 (checked by the timer).
   periodic_state(wheel_shard& s, steady_duration p, missed_tick how) noexcept
       : shard(&s), period(p), policy(how) {
@@ -99,7 +99,7 @@ private:
 
   // The tick came due (lock held): hands it to the first pending async_tick and moves
   // the schedule on by the policy.
-  static std::size_t tick_due(shard_entry& e, due_step& step) {
+  static std::size_t tick_due(due_entry& e, due_step& step) {
     auto& s = static_cast<periodic_state&>(e);
     if (s.ticks.ops.empty()) return 0; // its only tick was cancelled per-operation
     const steady_time now = step.now;

@@ -16,7 +16,7 @@
 namespace asio_wheel::detail {
 
 struct timer_state : wait_list {
-  explicit timer_state(wheel_shard& s) noexcept : shard(&s) { on_due = &timer_state::expired; }
+  explicit timer_state(wheel_shard& s) noexcept : shard(&s) {}
 
   wheel_shard* shard;     // where the timer lives; changes only by a move assignment
   steady_time expiry{};   // written under the shard's lock once waits may be pending
@@ -48,9 +48,10 @@ struct timer_state : wait_list {
   // takes over its shard, expiry, place on the wheel and waits.
   void take_over(timer_state& from) noexcept;
 
+  // The expiry came (the shard's step, lock held): every wait completes with success.
+  static std::size_t expired(timer_state& timer, due_step& step);
+
 private:
-  // The expiry came: every wait completes with success.
-  static std::size_t expired(shard_entry& e, due_step& step);
 
   alignas(wheel_op) unsigned char inline_op_[inline_op_bytes];
 };

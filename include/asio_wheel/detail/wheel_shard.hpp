@@ -13,13 +13,16 @@
 // what its own handlers queued meanwhile (a chain of takes, a wait already expired), at
 // most expiry_batch completions in all; whatever is left gets a posted step.
 //
-// Entries. Every node on a shard's wheel is a shard_entry: a wheel_entry plus on_due,
-// what happens when it comes due. Two kinds:
+// Entries. Every node on a shard's wheel is a shard_entry (a wheel_entry). Two kinds:
 //   - a wait_list owns pending operations (a timer's waits, a periodic timer's pending
 //     ticks, a delay queue's pending takes). Invariant: it is linked on the wheel iff
-//     it holds operations; the op protocol below keeps it so.
-//   - any other entry is a step of its owner (a periodic tick, a delay-queue element,
-//     the queue's hand-over step, a cancel_after deadline).
+//     it holds operations; the op protocol below keeps it so. Only a timer's list has
+//     a deadline and comes due (timer_state::expired: every wait completes); the
+//     others are parked. So a list needs no function pointer, and a timer is 8 bytes
+//     smaller.
+//   - a due_entry is a step of its owner (a periodic tick, a delay-queue element, the
+//     queue's hand-over step, a cancel_after deadline), with on_due, what happens when
+//     it comes due.
 // Two tricks the wheel is used for beyond deadlines:
 //   - Parking on the never list. A periodic timer's or a delay queue's wait_list is
 //     linked at time_point::max(): it never comes due and costs no wake-up, but
@@ -68,7 +71,6 @@
 namespace asio_wheel::detail {
 
 class wheel_shard;
-struct shard_entry;
 
 // What an on_due gets: its shard, the step's batch, what is left of the step's
 // expiry_batch (>= 1), and the step's clock reading (never before the entry's time).
@@ -79,11 +81,8 @@ struct due_step {
   steady_time now;
 };
 
-// A node of a shard's wheel (see the top of the file).
+// A node of a shard's wheel (see the top of the file): a wait_list or a due_entry.
 struct shard_entry : wheel_entry {
-  using due_func = std::size_t (*)(shard_entry&, due_step&);
-  due_func on_due = nullptr;      // set by the owner; never null once linked
-
   // Set by wait_list only (kept in wheel_entry::owner_bits, which costs no space).
   bool is_wait_list() const noexcept {
     return owner_bits.load(std::memory_order_relaxed) & wait_list_bit;
@@ -94,15 +93,17 @@ protected:
   static constexpr std::uint8_t inline_op_bit = 2;
 };
 
+// A step of its owner on the wheel: on_due runs when it comes due.
+struct due_entry : shard_entry {
+  using due_func = std::size_t (*)(due_entry&, due_step&);
+  due_func on_due = nullptr;      // set by the owner; never null once linked
+};
+
 // An entry that owns pending operations, in the order they were started. Linked on the
-// wheel iff `ops` is non-empty.
-// An owner with a deadline of its own (a timer) sets its own on_due; the others park
-// the list on the never list, where it never comes due.
+// wheel iff `ops` is non-empty. A timer's list is linked at its expiry and comes due
+// there; the others are parked on the never list, where they never come due.
 struct wait_list : shard_entry {
-  wait_list() noexcept {
-    owner_bits.store(wait_list_bit, std::memory_order_relaxed);
-    on_due = &wait_list::parked_due;
-  }
+  wait_list() noexcept { owner_bits.store(wait_list_bit, std::memory_order_relaxed); }
   op_queue ops;
 
   // Whether one of `ops` lives in the owner's inline buffer (wheel_op::is_inline). Set
@@ -118,11 +119,6 @@ struct wait_list : shard_entry {
                      std::memory_order_release);
   }
 
-private:
-  static std::size_t parked_due(shard_entry&, due_step&) noexcept {
-    assert(!"a parked wait_list came due");
-    return 0;
-  }
 };
 
 // The per-operation cancellation handler of a pending op, installed in the handler's
@@ -201,7 +197,7 @@ public:
   // driver agree: a step if it is due now, an earlier arming if it comes before the
   // armed tick, a disarm when nothing is left in a slot.
   void schedule_locked(shard_entry& e, steady_time t) {
-    assert(e.on_due != nullptr);
+    assert(e.is_wait_list() || static_cast<due_entry&>(e).on_due != nullptr);
     const tick_t k = clock_.to_tick(t);
     if (e.linked())
       wheel_.reschedule(e, k);
