@@ -219,7 +219,7 @@ public:
   }
 
   void print_header() const {
-    std::printf("%-4s %-13s %-16s %6s %10s %10s %7s  %s\n", "id", "impl", "variant", "N",
+    std::printf("%-4s %-13s %-21s %6s %10s %10s %7s  %s\n", "id", "impl", "variant", "N",
                 "min_ns", "median_ns", "ratio", "extra");
     std::fflush(stdout);
   }
@@ -248,7 +248,7 @@ public:
 
 private:
   static void print(const row& r) {
-    std::printf("%-4s %-13s %-16s %6s %10s %10s %7s  %s\n", r.workload.c_str(),
+    std::printf("%-4s %-13s %-21s %6s %10s %10s %7s  %s\n", r.workload.c_str(),
                 r.impl.c_str(), r.variant.c_str(), fmt_n(r.n).c_str(),
                 fmt_num(r.min_ns).c_str(), fmt_num(r.median_ns).c_str(),
                 std::isnan(r.ratio) ? "-" : fmt("%.2fx", r.ratio).c_str(), r.extra.c_str());

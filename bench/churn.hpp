@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 namespace bench {
 
@@ -170,9 +171,11 @@ inline void w7_run(bench_run& b) {
 }
 
 // ---------------------------------------------------------------------------------------
-// W8 two threads: W1 with the io_context run (polled) by two threads; each thread churns
-// its own spare timer with N/2 waits of its own pending, and either thread may run any
-// aborted handler.
+// W8 threads: W1 with the io_context run (polled) by T threads (2, and 4 on this 2-core
+// machine to see oversubscription do no harm); each thread churns a timer of its own,
+// built on that thread as a server builds a connection's timer, with N/T waits of its
+// own pending, and any thread may run any aborted handler. The wheel is measured with
+// each shard_policy (by_thread: the thread's own shard; round_robin: taking turns).
 
 struct alignas(64) atomic_counters {
   std::atomic<std::uint64_t> ok{0}, aborted{0}, other{0};
@@ -188,67 +191,86 @@ struct atomic_count_handler {
   }
 };
 
+// The context of a W8 run: the wheel's service installed with `policy` (steady_timer
+// ignores it). The default shard count, one per hardware thread, is kept.
+inline void w8_install(asio::io_context& ctx, asio_wheel::shard_policy policy) {
+  asio_wheel::wheel_options o;
+  o.sharding = policy;
+  asio_wheel::install(ctx, o);
+}
+
 template <class Timer>
-row w8_one(bench_run& b, std::size_t n) {
-  const std::string what = std::string("W8 ") + impl_name<Timer>() + " N=" + fmt_n(n);
-  constexpr int threads = 2;
+row w8_one(bench_run& b, std::size_t n, int threads, asio_wheel::shard_policy policy) {
+  const bool wheel = std::is_same_v<Timer, wheel_timer>;
+  const char* policy_name = policy == asio_wheel::shard_policy::by_thread ? "by_thread" : "round_robin";
+  const std::string variant = std::to_string(threads) + "_threads" +
+                              (wheel ? std::string("_") + policy_name : std::string());
+  const std::string what = std::string("W8 ") + impl_name<Timer>() + " " + variant + " N=" + fmt_n(n);
   asio::io_context ctx(threads);
-  atomic_counters c[threads];
-  std::vector<Timer> timers[threads];
-  std::optional<Timer> spare[threads];
+  if (wheel) w8_install(ctx, policy);
+  std::vector<atomic_counters> c(static_cast<std::size_t>(threads));
+  std::vector<std::vector<Timer>> timers(static_cast<std::size_t>(threads));
   const duration offset = b.offset_for(n);
-  for (int k = 0; k < threads; ++k) {
-    auto rng = make_rng("W8", n, std::size_t(k));
-    auto d = random_durations(rng, n / threads, 1s, 60s);
-    timers[k].reserve(d.size());
-    for (auto& x : d) {
-      timers[k].emplace_back(ctx);
-      timers[k].back().expires_after(x + offset);
-      timers[k].back().async_wait(atomic_count_handler{&c[k]});
-    }
-    spare[k].emplace(ctx);
-  }
+  // The pending waits, each thread's built on a thread of its own.
+  for (int k = 0; k < threads; ++k)
+    std::thread([&, k] {
+      auto rng = make_rng("W8", n, std::size_t(k));
+      auto d = random_durations(rng, n / std::size_t(threads), 1s, 60s);
+      auto& mine = timers[std::size_t(k)];
+      mine.reserve(d.size());
+      for (auto& x : d) {
+        mine.emplace_back(ctx);
+        mine.back().expires_after(x + offset);
+        mine.back().async_wait(atomic_count_handler{&c[std::size_t(k)]});
+      }
+    }).join();
   ctx.poll();
 
   std::vector<double> samples;
-  std::uint64_t started = (n / threads) * threads;
+  std::uint64_t started = (n / std::size_t(threads)) * std::size_t(threads);
   for (int r = b.first_rep(); r < b.p.reps; ++r) {  // r = -1: warm-up, not recorded
-    const std::size_t ops_per_thread = ops_in_rep(b.p.ops, r) / threads;
-    std::vector<duration> d[threads];
+    const std::size_t ops_per_thread = ops_in_rep(b.p.ops, r) / std::size_t(threads);
+    std::vector<std::vector<duration>> d(static_cast<std::size_t>(threads));
     for (int k = 0; k < threads; ++k) {
       auto rng = make_rng("W8", n, std::size_t(100 + r * threads + k));
-      d[k] = random_durations(rng, ops_per_thread, 1s, 60s);
+      d[std::size_t(k)] = random_durations(rng, ops_per_thread, 1s, 60s);
     }
     std::atomic<bool> go{false};
+    std::atomic<int> ready{0};
     std::vector<std::thread> workers;
     for (int k = 0; k < threads; ++k)
       workers.emplace_back([&, k] {
+        Timer t(ctx); // built here: by_thread puts it on this thread's shard
+        ready.fetch_add(1, std::memory_order_release);
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-        Timer& t = *spare[k];
+        auto& cnt = c[std::size_t(k)];
         for (std::size_t i = 0; i < ops_per_thread; ++i) {
-          t.expires_after(d[k][i] + offset);
-          t.async_wait(atomic_count_handler{&c[k]});
+          t.expires_after(d[std::size_t(k)][i] + offset);
+          t.async_wait(atomic_count_handler{&cnt});
           t.cancel();
           if ((i & 1023) == 1023) ctx.poll();
         }
         ctx.poll();
       });
-    started += ops_per_thread * threads;
+    while (ready.load(std::memory_order_acquire) != threads) std::this_thread::yield();
+    started += ops_per_thread * std::size_t(threads);
     double ns = time_ns([&] {
       go.store(true, std::memory_order_release);
       for (auto& w : workers) w.join();
-      ctx.poll();  // whatever the last cancels posted after the other thread's last poll
+      ctx.poll();  // whatever the last cancels posted after the other threads' last poll
     });
-    if (r >= 0) samples.push_back(ns / double(ops_per_thread * threads));
+    if (r >= 0) samples.push_back(ns / double(ops_per_thread * std::size_t(threads)));
   }
 
   std::uint64_t fired = 0;
   for (auto& x : c) fired += x.ok;
-  for (int k = 0; k < threads; ++k) {
-    spare[k].reset();
-    for (auto& t : timers[k]) t.cancel();
-  }
-  auto total = [&] { return c[0].total() + c[1].total(); };
+  for (auto& mine : timers)
+    for (auto& t : mine) t.cancel();
+  auto total = [&] {
+    std::uint64_t sum = 0;
+    for (auto& x : c) sum += x.total();
+    return sum;
+  };
   for (int idle = 0; total() < started && idle < 100;) {
     if (ctx.stopped()) ctx.restart();
     if (ctx.poll() == 0) { ++idle; std::this_thread::sleep_for(1ms); }
@@ -256,7 +278,7 @@ row w8_one(bench_run& b, std::size_t n) {
   for (auto& v : timers) v.clear();
   if (ctx.stopped()) ctx.restart();
   ctx.poll();
-  row out{"W8", impl_name<Timer>(), "2_threads", n, NAN, NAN, NAN, ""};
+  row out{"W8", impl_name<Timer>(), variant, n, NAN, NAN, NAN, ""};
   auto s = summarize(samples);
   out.min_ns = s.min;
   out.median_ns = s.median;
@@ -269,15 +291,23 @@ row w8_one(bench_run& b, std::size_t n) {
                std::to_string(started) + " waits");
     out.extra += ";LOST";
   }
-  if (c[0].other + c[1].other) b.fail.add(what + ": unexpected errors");
+  std::uint64_t other = 0;
+  for (auto& x : c) other += x.other;
+  if (other) b.fail.add(what + ": unexpected errors");
   return out;
 }
 
+// Per thread count: steady_timer, then the wheel with each shard policy.
 inline void w8_group(bench_run& b, std::size_t n) {
-  std::vector<row> g;
-  if (b.cfg.want_steady()) g.push_back(w8_one<steady_timer>(b, n));
-  if (b.cfg.want_wheel()) g.push_back(w8_one<wheel_timer>(b, n));
-  b.out.add_group(std::move(g));
+  for (int threads : {2, 4}) {
+    std::vector<row> g;
+    if (b.cfg.want_steady())
+      g.push_back(w8_one<steady_timer>(b, n, threads, asio_wheel::shard_policy::by_thread));
+    if (b.cfg.want_wheel())
+      for (auto policy : {asio_wheel::shard_policy::by_thread, asio_wheel::shard_policy::round_robin})
+        g.push_back(w8_one<wheel_timer>(b, n, threads, policy));
+    b.out.add_group(std::move(g));
+  }
 }
 
 } // namespace bench

@@ -51,6 +51,8 @@ const wheel_options& validated(const wheel_options& o) {
   if (o.shards > 1 && o.clock == clock_mode::manual)
     throw std::invalid_argument("asio_wheel: wheel_options::shards > 1 needs clock_mode::steady "
                                 "(advance() moves one wheel)");
+  if (o.sharding != shard_policy::by_thread && o.sharding != shard_policy::round_robin)
+    throw std::invalid_argument("asio_wheel: wheel_options::sharding is not a shard_policy");
   if (o.shards > max_shards)
     throw std::invalid_argument("asio_wheel: wheel_options::shards must be at most " +
                                 std::to_string(max_shards) + ", got " + std::to_string(o.shards));
@@ -152,10 +154,25 @@ wheel_stats wheel_service::stats() const {
   return sum;
 }
 
+namespace {
+
+// Threads in the order in which they first asked for a shard (shard_policy::by_thread).
+std::atomic<std::size_t> threads_numbered{0};
+
+std::size_t this_thread_number() noexcept {
+  thread_local const std::size_t number =
+      threads_numbered.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+} // namespace
+
 detail::wheel_shard& wheel_service::next_shard() noexcept {
   if (shards_.size() == 1) return *shards_.front();
-  const std::size_t i = next_shard_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
-  return *shards_[i];
+  const std::size_t i = options_.sharding == shard_policy::round_robin
+                            ? next_shard_.fetch_add(1, std::memory_order_relaxed)
+                            : this_thread_number();
+  return *shards_[i % shards_.size()];
 }
 
 void wheel_service::shutdown() {

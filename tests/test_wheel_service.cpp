@@ -317,12 +317,45 @@ BOOST_AUTO_TEST_CASE(shards_are_rejected_where_they_cannot_work) {
   o.clock = clock_mode::steady;
   o.shards = 17;
   BOOST_CHECK_THROW(asio_wheel::install(io, o), std::invalid_argument);
+  o.shards = 2;
+  o.sharding = static_cast<asio_wheel::shard_policy>(7);
+  BOOST_CHECK_THROW(asio_wheel::install(io, o), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(objects_live_on_their_constructing_threads_shard_unless_round_robin) {
+  using access = asio_wheel::detail::service_access;
+  using shard = asio_wheel::detail::wheel_shard;
+  for (auto policy : {asio_wheel::shard_policy::by_thread, asio_wheel::shard_policy::round_robin}) {
+    asio::io_context io;
+    wheel_options o;
+    o.shards = 2;
+    o.sharding = policy;
+    auto& svc = asio_wheel::install(io, o);
+    // Two threads, one after the other, each building three objects: numbered one
+    // after the other, they get different shards.
+    const shard* built[2][3];
+    for (auto& thread_built : built)
+      std::thread([&] {
+        for (auto& s : thread_built) s = &access::next_shard(svc);
+      }).join();
+    if (policy == asio_wheel::shard_policy::by_thread) {
+      for (auto& thread_built : built)
+        for (auto* s : thread_built) BOOST_TEST(s == thread_built[0]);
+      BOOST_TEST(built[0][0] != built[1][0]);
+    } else {
+      for (auto& thread_built : built) { // taking turns
+        BOOST_TEST(thread_built[0] != thread_built[1]);
+        BOOST_TEST(thread_built[0] == thread_built[2]);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(timers_spread_over_shards_complete_never_early_and_are_counted_once) {
   asio::io_context io;
   wheel_options o;
   o.shards = 4;
+  o.sharding = asio_wheel::shard_policy::round_robin; // one thread, every shard used
   auto& svc = asio_wheel::install(io, o);
   std::vector<std::unique_ptr<asio_wheel::timer>> timers;
   int fired = 0, aborted_count = 0, early = 0;

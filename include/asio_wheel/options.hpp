@@ -23,6 +23,18 @@ enum class clock_mode { steady, manual };
 //              thread at a time (like BOOST_ASIO_CONCURRENCY_HINT_UNSAFE for Asio itself).
 enum class locking_mode { automatic, on, off };
 
+// Which shard an I/O object lives on, when the service runs several.
+enum class shard_policy {
+  // The constructing thread's: threads are numbered in the order in which they first
+  // construct an I/O object, and thread k uses shard k % shards. A server that builds
+  // each connection's timers on the thread that serves it then takes one lock per
+  // thread, never shared while threads <= shards (tokio-rs/tokio#7226: per-worker
+  // timer wheels, picked at random, contended and were reverted).
+  by_thread,
+  // The shards take turns: objects built on one thread spread over all of them.
+  round_robin
+};
+
 // Options of a context's wheel; install() validates them. The defaults were chosen by
 // benchmark (see README, "Choosing tick, slots and levels").
 //
@@ -37,10 +49,11 @@ struct wheel_options {
   std::size_t max_pending = 0;       // most waits on the wheel at once, 0 = unlimited
   std::size_t expiry_batch = 1024;   // most completions per driver step, 0 = unlimited
   clock_mode clock = clock_mode::steady; // manual: time moves only by advance()
-  // Independent wheels, each with its own lock and driver; I/O objects take turns at
-  // construction. 0: one per hardware thread (at most 16) when the wheel locks in steady
-  // mode, else 1. Expiry order holds within a shard.
+  // Independent wheels, each with its own lock and driver; `sharding` says which one an
+  // I/O object lives on. 0: one per hardware thread (at most 16) when the wheel locks in
+  // steady mode, else 1. Expiry order holds within a shard.
   std::size_t shards = 0;
+  shard_policy sharding = shard_policy::by_thread;
   // See locking_mode. `off` with several shards is allowed but pointless (one thread).
   locking_mode locking = locking_mode::automatic;
 };

@@ -2,8 +2,9 @@
 //
 // The service owns `shard_count()` independent wheels (detail::wheel_shard), each with
 // its own lock and driver: one net::steady_timer on the context, armed for the first
-// tick at which a wait comes due and only while waits are in the wheel's slots. I/O
-// objects take turns over the shards at construction and stay on theirs. When a driver
+// tick at which a wait comes due and only while waits are in the wheel's slots. An I/O
+// object lives on the shard of the thread that constructs it (wheel_options::sharding)
+// and stays there. When a driver
 // fires, its shard advances the wheel to the current tick and hands the waits that came
 // due to their handlers, at most `expiry_batch` per step (the rest follow in a posted
 // step, in order).
@@ -80,8 +81,8 @@ private:
 
   void shutdown() override;
 
-  // The shard for an I/O object constructed now: the shards take turns, so that timers
-  // started from different threads mostly take different locks.
+  // The shard for an I/O object constructed now, by wheel_options::sharding: the
+  // constructing thread's, or the next in turn.
   detail::wheel_shard& next_shard() noexcept;
 
   const wheel_options options_;
