@@ -81,6 +81,7 @@ void wheel::insert(wheel_entry& e, tick_t deadline) {
   } else if (deadline <= now_) {
     due_.push_back(e);
     e.where = wheel_entry::in_due;
+    ++due_count_;
   } else {
     link(e, slot_index(level_for(deadline), deadline));
   }
@@ -90,6 +91,7 @@ void wheel::remove(wheel_entry& e) noexcept {
   if (!e.linked()) return;
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
+  if (e.is_due()) --due_count_;
   e.unlink();
   e.where = wheel_entry::unlinked;
   if (slotted) {
@@ -175,6 +177,7 @@ void wheel::process_slot(std::size_t level, tick_t t) {
       --slotted_;
       due_.push_back(e);
       e.where = wheel_entry::in_due;
+      ++due_count_;
     } else {
       // Re-placed relative to now == t: a lower level, or this very slot for a top
       // level entry whose round has not come yet (it then stays where it is).
@@ -210,12 +213,13 @@ void wheel::recompute_top_next() noexcept {
     top_next_ = std::min(top_next_, top_due_[slot]);
 }
 
-void wheel::advance_to(tick_t to) {
+bool wheel::advance_to(tick_t to, std::size_t due_limit) {
   while (now_ < to) {
+    if (due_count_ >= due_limit) return false;
     const tick_t t = next_slot_tick();
     if (t > to) {
       now_ = to;
-      return;
+      return true;
     }
     assert(t > now_);
     now_ = t;
@@ -228,6 +232,7 @@ void wheel::advance_to(tick_t to) {
       if (occupied(slot_index(level, t))) process_slot(level, t);
     }
   }
+  return true;
 }
 
 wheel_entry* wheel::pop_due() noexcept {
@@ -235,6 +240,7 @@ wheel_entry* wheel::pop_due() noexcept {
   wheel_entry& e = due_.front();
   due_.pop_front();
   e.where = wheel_entry::unlinked;
+  --due_count_;
   return &e;
 }
 
@@ -247,6 +253,7 @@ void wheel::clear() noexcept {
   std::fill(top_due_.get(), top_due_.get() + slots_, never_tick);
   top_next_ = never_tick;
   slotted_ = 0;
+  due_count_ = 0;
 }
 
 } // namespace asio_wheel::detail

@@ -201,7 +201,8 @@ void wheel_shard::run_step(step_cause cause) {
     const steady_time now = clock_.now_locked();
     // The true clock, never an upper bound of it: else waits would fire early.
     assert(clock_.manual() || now <= std::chrono::steady_clock::now());
-    if (!clock_.manual()) wheel_.advance_to(clock_.floor_tick(now));
+    // At most the step's budget made due at a time: taken while still in cache.
+    if (!clock_.manual()) wheel_behind_ = !wheel_.advance_to(clock_.floor_tick(now), left);
     op_queue batch;
     const std::size_t taken = collect_locked(batch, now, left);
     left = taken >= left ? 0 : left - taken;

@@ -324,3 +324,58 @@ BOOST_AUTO_TEST_CASE(a_top_slot_comes_due_for_each_round_it_holds) {
   BOOST_TEST(fired[2] == deadlines[2]);
   BOOST_TEST(fired[3] == deadlines[3]);
 }
+
+BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order) {
+  // The shard advances at most a step's budget at a time (wheel_shard::run_step). The
+  // same entries must come out in the same order, none early, whatever the bound, and
+  // removal must keep the due count right while the wheel is behind.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<tick_t> dist(1, 5000);
+  std::vector<node> nodes(3000);
+  std::vector<tick_t> deadlines(nodes.size());
+  for (auto& d : deadlines) d = dist(rng);
+  std::vector<int> unbounded_order;
+  for (std::size_t limit : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)}) {
+    wheel w(16, 3);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      nodes[i].id = static_cast<int>(i);
+      w.insert(nodes[i], deadlines[i]);
+    }
+    std::vector<int> order;
+    bool reached = false;
+    while (!reached) {
+      reached = w.advance_to(6000, limit == 0 ? std::size_t(-1) : limit);
+      if (!reached && limit != 0) BOOST_TEST_REQUIRE(w.now() < 6000u);
+      // Take one less than the bound each round (at least one): the due list is never
+      // emptied, so the next call sees it still at or over the bound.
+      std::size_t take = limit <= 1 ? std::size_t(-1) : limit - 1;
+      while (take-- > 0) {
+        wheel_entry* e = w.pop_due();
+        if (!e) break;
+        BOOST_TEST_REQUIRE(e->deadline <= w.now()); // never early
+        order.push_back(static_cast<node*>(e)->id);
+      }
+    }
+    while (wheel_entry* e = w.pop_due()) order.push_back(static_cast<node*>(e)->id);
+    BOOST_TEST(order.size() == nodes.size());
+    if (limit == 0)
+      unbounded_order = order;
+    else
+      BOOST_TEST(order == unbounded_order, boost::test_tools::per_element());
+  }
+
+  // An entry removed from the due list while the wheel is behind.
+  wheel w(16, 3);
+  for (std::size_t i = 0; i < 100; ++i) w.insert(nodes[i], 1 + i % 10); // 10 a tick, 1..10
+  BOOST_TEST(!w.advance_to(100, 20)); // stops once tick 2 brought the 20th due
+  BOOST_TEST(w.now() == 2u);
+  w.remove(nodes[0]); // due at 1: leaves the due list
+  std::size_t popped = 0;
+  while (w.pop_due()) ++popped;
+  BOOST_TEST(popped == 19u);
+  while (!w.advance_to(100, 20))
+    while (w.pop_due()) ++popped;
+  while (w.pop_due()) ++popped;
+  BOOST_TEST(popped == 99u);
+  BOOST_TEST(w.now() == 100u);
+}

@@ -118,8 +118,12 @@ public:
   void replace(wheel_entry& from, wheel_entry& to) noexcept;
 
   // Advances now() to `to`, visiting only ticks at which a slot comes due, and
-  // appends every entry that expires to the due list, in deadline order.
-  void advance_to(tick_t to);
+  // appends every entry that expires to the due list, in deadline order. With a
+  // due_limit, it stops early, before a tick, once the due list holds that many: the
+  // caller takes them while the slot walk left them in cache (a storm then touches
+  // each entry's memory in one go, not once to make it due and again, evicted, to take
+  // it), and calls again. Returns whether now() reached `to`.
+  bool advance_to(tick_t to, std::size_t due_limit = std::numeric_limits<std::size_t>::max());
 
   // The first tick after now() at which a slot comes due, or never_tick if the slots
   // are empty. Ignores the due list: see has_due().
@@ -180,6 +184,7 @@ private:
   tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
   std::size_t slotted_ = 0;
+  std::size_t due_count_ = 0;  // the due list's length
   std::unique_ptr<entry_list[]> lists_;  // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be

@@ -268,8 +268,10 @@ private:
   // Why a step runs.
   enum class step_cause { driver_fired, posted };
 
-  // Something is ready or due: a step has work.
-  bool has_work_locked() const noexcept { return !ready_.empty() || wheel_.has_due(); }
+  // Something is ready or due, or the wheel has ticks to catch up on: a step has work.
+  bool has_work_locked() const noexcept {
+    return !ready_.empty() || wheel_.has_due() || wheel_behind_;
+  }
   void disarm_when_idle_locked();
   void arm_locked();
   // Makes sure a step runs soon: posts one, unless one is posted already or this thread
@@ -300,6 +302,9 @@ private:
 
   op_queue ready_;                    // to complete on the next step
   std::size_t ready_count_ = 0;       // ready_'s length
+  // The last step's advance stopped short of the clock at its budget (the rest of a
+  // storm is still in the slots): the next round or step goes on from there.
+  bool wheel_behind_ = false;
   bool step_posted_ = false;
   bool disarm_posted_ = false;
   bool shut_down_ = false;
