@@ -144,14 +144,16 @@ tick_t wheel::slot_due(std::size_t level, std::size_t slot) const noexcept {
   const unsigned low = static_cast<unsigned>(level) * shift_;
   const unsigned high = low + shift_;
   const std::size_t current = (now_ >> low) & (slots_ - 1);
-  // Below the top, occupied slots always lie ahead of the current digit in the
+  // An unfinished tick's slot is due now: its processing resumes there.
+  if (slot == current && resume_level_ != no_resume && level <= resume_level_) return now_;
+  // Below the top, occupied slots otherwise lie ahead of the current digit in the
   // current rotation: an entry is placed where its deadline differs from now.
   assert(slot > current);
-  (void)current;
   return high_part(now_, high) | (tick_t{slot} << low);
 }
 
 tick_t wheel::next_slot_tick() const noexcept {
+  if (resume_level_ != no_resume) return now_; // the unfinished tick comes first
   tick_t best = top_next_;
   for (std::size_t level = 0; level + 1 < levels_; ++level) {
     const std::size_t current = (now_ >> (level * shift_)) & (slots_ - 1);
@@ -161,12 +163,18 @@ tick_t wheel::next_slot_tick() const noexcept {
   return best;
 }
 
-void wheel::process_slot(std::size_t level, tick_t t) {
+bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
   const std::uint32_t index = slot_index(level, t);
   entry_list& list = lists_[index];
   tick_t stays_until = never_tick; // top level: when the entries that stay come due
+  bool finished = true;
   for (auto it = list.begin(); it != list.end();) {
-    wheel_entry& e = *it++;
+    wheel_entry& e = *it;
+    if (e.deadline <= t && due_count_ >= due_limit) {
+      finished = false; // the rest stays in the slot, for the tick's resumption
+      break;
+    }
+    ++it;
     assert(e.deadline != never_tick); // such entries live on the never list
     assert(e.where == index);         // who owns the node: this slot
     // The lazy rule's invariant: a slot comes due no later than its entries' deadlines
@@ -194,16 +202,40 @@ void wheel::process_slot(std::size_t level, tick_t t) {
   if (list.empty())
     set_occupied(index, false);
   else if (is_top(index))
-    top_due_[index - top_base_] = stays_until;
+    top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
+  return finished;
 }
 
-void wheel::process_top(tick_t t) {
+bool wheel::process_top(tick_t t, std::size_t due_limit) {
   const std::uint32_t index = slot_index(levels_ - 1, t);
   // top_next_ is a lower bound: the slot at t may have emptied, or hold only entries
   // of later rotations (whose entry that made the bound left).
+  bool finished = true;
   if ((t & top_low_mask_) == 0 && occupied(index) && top_due_[index - top_base_] <= t)
-    process_slot(levels_ - 1, t);
+    finished = process_slot(levels_ - 1, t, due_limit);
   recompute_top_next();
+  return finished;
+}
+
+bool wheel::process_tick(tick_t t, std::size_t first_level, std::size_t due_limit) {
+  // Every level whose slot starts at t comes due; higher levels first, so that what
+  // they cascade down with deadline t expires in this same tick.
+  for (std::size_t level = first_level + 1; level-- > 0;) {
+    bool finished = true;
+    if (level + 1 == levels_) {
+      if (t >= top_next_) finished = process_top(t, due_limit);
+    } else {
+      const unsigned low = static_cast<unsigned>(level) * shift_;
+      if (low != 0 && (t & ((tick_t{1} << low) - 1)) != 0) continue;
+      if (occupied(slot_index(level, t))) finished = process_slot(level, t, due_limit);
+    }
+    if (!finished) {
+      resume_level_ = level;
+      return false;
+    }
+  }
+  resume_level_ = no_resume;
+  return true;
 }
 
 void wheel::recompute_top_next() noexcept {
@@ -214,6 +246,7 @@ void wheel::recompute_top_next() noexcept {
 }
 
 bool wheel::advance_to(tick_t to, std::size_t due_limit) {
+  if (resume_level_ != no_resume && !process_tick(now_, resume_level_, due_limit)) return false;
   while (now_ < to) {
     if (due_count_ >= due_limit) return false;
     const tick_t t = next_slot_tick();
@@ -223,14 +256,7 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
     }
     assert(t > now_);
     now_ = t;
-    // Every level whose slot starts at t comes due; higher levels first, so that what
-    // they cascade down with deadline t expires in this same tick.
-    if (t >= top_next_) process_top(t);
-    for (std::size_t level = levels_ - 1; level-- > 0;) {
-      const unsigned low = static_cast<unsigned>(level) * shift_;
-      if (low != 0 && (t & ((tick_t{1} << low) - 1)) != 0) continue;
-      if (occupied(slot_index(level, t))) process_slot(level, t);
-    }
+    if (!process_tick(t, levels_ - 1, due_limit)) return false;
   }
   return true;
 }
@@ -254,6 +280,7 @@ void wheel::clear() noexcept {
   top_next_ = never_tick;
   slotted_ = 0;
   due_count_ = 0;
+  resume_level_ = no_resume;
 }
 
 } // namespace asio_wheel::detail

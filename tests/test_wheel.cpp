@@ -329,10 +329,13 @@ BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order)
   // The shard advances at most a step's budget at a time (wheel_shard::run_step). The
   // same entries must come out in the same order, none early, whatever the bound, and
   // removal must keep the due count right while the wheel is behind.
+  // Dense deadlines put several entries in a slot, so that bounds stop inside slots
+  // (an unfinished tick) on every level, the top's rounds included.
   std::mt19937 rng(11);
-  std::uniform_int_distribution<tick_t> dist(1, 5000);
   std::vector<node> nodes(3000);
   std::vector<tick_t> deadlines(nodes.size());
+  for (tick_t max_deadline : {tick_t(300), tick_t(5000), tick_t(20000)}) {
+  std::uniform_int_distribution<tick_t> dist(1, max_deadline);
   for (auto& d : deadlines) d = dist(rng);
   std::vector<int> unbounded_order;
   for (std::size_t limit : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)}) {
@@ -344,8 +347,8 @@ BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order)
     std::vector<int> order;
     bool reached = false;
     while (!reached) {
-      reached = w.advance_to(6000, limit == 0 ? std::size_t(-1) : limit);
-      if (!reached && limit != 0) BOOST_TEST_REQUIRE(w.now() < 6000u);
+      reached = w.advance_to(25000, limit == 0 ? std::size_t(-1) : limit);
+      if (!reached && limit != 0) BOOST_TEST_REQUIRE(w.now() < 25000u);
       // Take one less than the bound each round (at least one): the due list is never
       // emptied, so the next call sees it still at or over the bound.
       std::size_t take = limit <= 1 ? std::size_t(-1) : limit - 1;
@@ -363,6 +366,7 @@ BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order)
     else
       BOOST_TEST(order == unbounded_order, boost::test_tools::per_element());
   }
+  }
 
   // An entry removed from the due list while the wheel is behind.
   wheel w(16, 3);
@@ -378,4 +382,35 @@ BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order)
   while (w.pop_due()) ++popped;
   BOOST_TEST(popped == 99u);
   BOOST_TEST(w.now() == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(entries_of_an_unfinished_tick_can_be_moved_and_removed) {
+  wheel w(16, 2);
+  std::vector<node> nodes(20);
+  for (int i = 0; i < 20; ++i) {
+    nodes[i].id = i;
+    w.insert(nodes[i], 5);
+  }
+  BOOST_TEST(!w.advance_to(10, 3)); // stops inside tick 5's slot
+  BOOST_TEST(w.now() == 5u);
+  BOOST_TEST(w.next_slot_tick() == 5u); // the rest of the tick comes first
+  // 0..2 are due; 3..19 still in the slot.
+  w.reschedule(nodes[10], 3);  // earlier than the slot: straight to the due list
+  w.reschedule(nodes[11], 8);  // later: stays, re-placed when the tick resumes
+  w.remove(nodes[12]);
+  std::vector<int> ids;
+  for (bool reached = false; !reached;) {
+    reached = w.advance_to(10, 3);
+    while (wheel_entry* e = w.pop_due()) {
+      BOOST_TEST_REQUIRE(e->deadline <= w.now());
+      ids.push_back(static_cast<node*>(e)->id);
+      if (e == &nodes[11]) BOOST_TEST(w.now() == 8u);
+    }
+  }
+  std::vector<int> expected = {0, 1, 2, 10};
+  for (int i = 3; i < 20; ++i)
+    if (i != 10 && i != 11 && i != 12) expected.push_back(i);
+  expected.push_back(11);
+  BOOST_TEST(ids == expected, boost::test_tools::per_element());
+  BOOST_TEST(w.slotted() == 0u);
 }

@@ -90,7 +90,9 @@ public:
   wheel(const wheel&) = delete;
   wheel& operator=(const wheel&) = delete;
 
-  // The last tick processed. Every entry with deadline <= now() is in the due list.
+  // The last tick processed. Every entry with deadline <= now() is in the due list,
+  // but while a tick is unfinished (see advance_to), where those due at now() may
+  // still be in its slots.
   tick_t now() const noexcept { return now_; }
 
   // Links an unlinked entry. deadline <= now() goes straight to the due list, and
@@ -119,10 +121,11 @@ public:
 
   // Advances now() to `to`, visiting only ticks at which a slot comes due, and
   // appends every entry that expires to the due list, in deadline order. With a
-  // due_limit, it stops early, before a tick, once the due list holds that many: the
-  // caller takes them while the slot walk left them in cache (a storm then touches
-  // each entry's memory in one go, not once to make it due and again, evicted, to take
-  // it), and calls again. Returns whether now() reached `to`.
+  // due_limit, it stops early once the due list holds that many, even inside a slot:
+  // the caller takes them while the slot walk left them in cache (a storm's entries
+  // are then read from memory once, not once to make them due and again, evicted, to
+  // take them), and calls again, which first finishes the unfinished tick. Returns
+  // whether now() reached `to`.
   bool advance_to(tick_t to, std::size_t due_limit = std::numeric_limits<std::size_t>::max());
 
   // The first tick after now() at which a slot comes due, or never_tick if the slots
@@ -159,11 +162,16 @@ private:
   tick_t top_slot_start(tick_t deadline) const noexcept { return deadline & ~top_low_mask_; }
   // Processes the top-level slot that starts at t if its rotation has come, then
   // recomputes top_next_.
-  void process_top(tick_t t);
+  bool process_top(tick_t t, std::size_t due_limit);
   void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
   void link(wheel_entry& e, std::uint32_t index) noexcept;
-  void process_slot(std::size_t level, tick_t t);
+  // Processes the slot of `level` at t; false if due_limit stopped it with entries
+  // left (then they stay, and the tick is unfinished).
+  bool process_slot(std::size_t level, tick_t t, std::size_t due_limit);
+  // Processes the slots at t from first_level down; false if one was left unfinished
+  // (resume_level_ then names it).
+  bool process_tick(tick_t t, std::size_t first_level, std::size_t due_limit);
   // The tick at which an occupied slot next comes due.
   tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
   // The occupancy bit of slot list `index` (level * slots + slot): set iff non-empty.
@@ -185,6 +193,11 @@ private:
   tick_t now_ = 0;
   std::size_t slotted_ = 0;
   std::size_t due_count_ = 0;  // the due list's length
+  // An unfinished tick (advance_to's due_limit stopped inside a slot): now_ is that
+  // tick, and the slots at now_ from this level down are still to process. Until then
+  // entries due at now_ may still sit in those slots; next_slot_tick() is now_.
+  static constexpr std::size_t no_resume = std::numeric_limits<std::size_t>::max();
+  std::size_t resume_level_ = no_resume;
   std::unique_ptr<entry_list[]> lists_;  // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be
