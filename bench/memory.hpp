@@ -49,30 +49,25 @@ w4_result w4_child(std::size_t n) {
     counters c;
     std::vector<Timer> timers;
     // arm_pending's two loops, timed apart (one run: a rough figure, not a median).
+    auto construct_and_wait = [&](double& construct_ns, double& first_wait_ns) {
+      construct_ns = time_ns([&] {
+        for (std::size_t i = 0; i < n; ++i) timers.emplace_back(ctx);
+      }) / double(n);
+      first_wait_ns = time_ns([&] {
+        for (std::size_t i = 0; i < n; ++i) {
+          timers[i].expires_after(d[i]);
+          timers[i].async_wait(count_handler{&c});
+        }
+      }) / double(n);
+    };
     timers.reserve(n);
-    res.construct_ns = time_ns([&] {
-      for (std::size_t i = 0; i < n; ++i) timers.emplace_back(ctx);
-    }) / double(n);
-    res.first_wait_ns = time_ns([&] {
-      for (std::size_t i = 0; i < n; ++i) {
-        timers[i].expires_after(d[i]);
-        timers[i].async_wait(count_handler{&c});
-      }
-    }) / double(n);
+    construct_and_wait(res.construct_ns, res.first_wait_ns);
     res.bytes_per_wait = double(rss_bytes() - rss0) / double(n);
     for (auto& t : timers) t.cancel();
     drain(ctx, c, n);
     // Second pass, into memory already touched.
     timers.clear();
-    res.construct_warm_ns = time_ns([&] {
-      for (std::size_t i = 0; i < n; ++i) timers.emplace_back(ctx);
-    }) / double(n);
-    res.first_wait_warm_ns = time_ns([&] {
-      for (std::size_t i = 0; i < n; ++i) {
-        timers[i].expires_after(d[i]);
-        timers[i].async_wait(count_handler{&c});
-      }
-    }) / double(n);
+    construct_and_wait(res.construct_warm_ns, res.first_wait_warm_ns);
     for (auto& t : timers) t.cancel();
     drain(ctx, c, 2 * n);
     res.lost = 2 * n - std::min<std::uint64_t>(2 * n, c.aborted);

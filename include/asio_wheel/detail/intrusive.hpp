@@ -13,7 +13,9 @@
 
 namespace asio_wheel::detail {
 
-// A forward iterator over the nodes T of a list or queue, linked by Hook::next_.
+// A forward iterator over the nodes T of a list or queue, linked by Hook::next_. A
+// list ends at its sentinel; a queue, a ring, ends after `last` (its tail), where the
+// iterator becomes null.
 template <class T, class Hook>
 class node_iterator {
 public:
@@ -23,11 +25,12 @@ public:
   using pointer = T*;
   using reference = T&;
 
-  explicit node_iterator(Hook* at) noexcept : at_(at) {}
+  explicit node_iterator(Hook* at, const Hook* last = nullptr) noexcept
+      : at_(at), last_(last) {}
   T& operator*() const noexcept { return static_cast<T&>(*at_); }
   T* operator->() const noexcept { return &**this; }
   node_iterator& operator++() noexcept {
-    at_ = at_->next_;
+    at_ = at_ == last_ ? nullptr : at_->next_;
     return *this;
   }
   node_iterator operator++(int) noexcept {
@@ -40,6 +43,7 @@ public:
 
 private:
   Hook* at_;
+  const Hook* last_;
 };
 
 // ---- list: circular, doubly linked, with a sentinel ----
@@ -147,39 +151,9 @@ public:
 private:
   template <class>
   friend class intrusive_queue;
-  template <class>
-  friend class queue_iterator;
+  template <class, class>
+  friend class node_iterator;
   queue_hook* next_ = nullptr;
-};
-
-// A forward iterator over the nodes T of a queue: from the head round to the tail.
-template <class T>
-class queue_iterator {
-public:
-  using iterator_category = std::forward_iterator_tag;
-  using value_type = T;
-  using difference_type = std::ptrdiff_t;
-  using pointer = T*;
-  using reference = T&;
-
-  queue_iterator(queue_hook* at, const queue_hook* tail) noexcept : at_(at), tail_(tail) {}
-  T& operator*() const noexcept { return static_cast<T&>(*at_); }
-  T* operator->() const noexcept { return &**this; }
-  queue_iterator& operator++() noexcept {
-    at_ = at_ == tail_ ? nullptr : at_->next_;
-    return *this;
-  }
-  queue_iterator operator++(int) noexcept {
-    queue_iterator before = *this;
-    ++*this;
-    return before;
-  }
-  friend bool operator==(queue_iterator a, queue_iterator b) noexcept { return a.at_ == b.at_; }
-  friend bool operator!=(queue_iterator a, queue_iterator b) noexcept { return a.at_ != b.at_; }
-
-private:
-  queue_hook* at_;         // null: the end
-  const queue_hook* tail_;
 };
 
 // A FIFO of T, where T derives from queue_hook: O(1) push_back, pop_front and splicing
@@ -192,7 +166,7 @@ private:
 template <class T>
 class intrusive_queue {
 public:
-  using iterator = queue_iterator<T>;
+  using iterator = node_iterator<T, queue_hook>;
 
   intrusive_queue() noexcept = default;
   intrusive_queue(const intrusive_queue&) = delete;
