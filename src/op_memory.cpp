@@ -7,7 +7,7 @@ namespace asio_wheel::detail {
 namespace {
 
 // Fine classes: an operation's block is its size rounded up to 16 (malloc's own
-// granule), so a 24-byte op with an 8-byte handler takes 32 bytes, not 64.
+// granule), so a 16-byte op with a 16-byte handler takes 32 bytes, not 64.
 constexpr std::size_t class_bytes = 16;
 constexpr std::size_t classes = op_memory_max_block / class_bytes;
 

@@ -9,11 +9,12 @@
 
 #include <cassert>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 
 namespace asio_wheel::detail {
 
-// A forward iterator over the nodes T of a list or queue, linked by Hook::next_. A
+// A forward iterator over the nodes T of a list or queue, linked by Hook::next(). A
 // list ends at its sentinel; a queue, a ring, ends after `last` (its tail), where the
 // iterator becomes null.
 template <class T, class Hook>
@@ -30,7 +31,7 @@ public:
   T& operator*() const noexcept { return static_cast<T&>(*at_); }
   T* operator->() const noexcept { return &**this; }
   node_iterator& operator++() noexcept {
-    at_ = at_ == last_ ? nullptr : at_->next_;
+    at_ = at_ == last_ ? nullptr : at_->next();
     return *this;
   }
   node_iterator operator++(int) noexcept {
@@ -60,6 +61,7 @@ public:
   }
 
   bool is_linked() const noexcept { return next_ != nullptr; }
+  list_hook* next() const noexcept { return next_; }
 
   // Takes the node out of whatever list holds it. O(1).
   void unlink() noexcept {
@@ -142,18 +144,36 @@ private:
 // ---- queue: circular, singly linked, held by its tail ----
 
 // The link of a queue node; its owner keeps track of which queue holds it.
+//
+// The link is a pointer with three low bits of the node's own beside it (nodes are
+// 8-aligned, so a pointer to one has them clear): the owner's tag, which the queue
+// carries along and never reads. An operation keeps its result and where it lives
+// there, and is 16 bytes instead of 24.
 class queue_hook {
 public:
+  static constexpr std::uintptr_t tag_mask = 7;
+
   queue_hook() noexcept = default;
   queue_hook(const queue_hook&) = delete;
   queue_hook& operator=(const queue_hook&) = delete;
 
+  queue_hook* next() const noexcept { return reinterpret_cast<queue_hook*>(link_ & ~tag_mask); }
+  unsigned tag() const noexcept { return static_cast<unsigned>(link_ & tag_mask); }
+  void set_tag(unsigned t) noexcept {
+    assert(t <= tag_mask);
+    link_ = (link_ & ~tag_mask) | t;
+  }
+
 private:
   template <class>
   friend class intrusive_queue;
-  template <class, class>
-  friend class node_iterator;
-  queue_hook* next_ = nullptr;
+
+  void set_next(queue_hook* n) noexcept {
+    assert((reinterpret_cast<std::uintptr_t>(n) & tag_mask) == 0);
+    link_ = reinterpret_cast<std::uintptr_t>(n) | (link_ & tag_mask);
+  }
+
+  std::uintptr_t link_ = 0; // the next node, | the tag
 };
 
 // A FIFO of T, where T derives from queue_hook: O(1) push_back, pop_front and splicing
@@ -161,7 +181,7 @@ private:
 //
 // One pointer, the tail, whose next is the head (the queue is a ring): every wait_list
 // embeds one, so a pending wait pays 8 bytes for its queue rather than 16.
-// Invariant: empty iff tail_ is null; otherwise following next_ from tail_ visits every
+// Invariant: empty iff tail_ is null; otherwise following next() from tail_ visits every
 // node once and comes back to tail_.
 template <class T>
 class intrusive_queue {
@@ -173,40 +193,40 @@ public:
   intrusive_queue& operator=(const intrusive_queue&) = delete;
 
   bool empty() const noexcept { return tail_ == nullptr; }
-  iterator begin() noexcept { return iterator(tail_ ? tail_->next_ : nullptr, tail_); }
+  iterator begin() noexcept { return iterator(tail_ ? tail_->next() : nullptr, tail_); }
   iterator end() noexcept { return iterator(nullptr, tail_); }
   T& front() noexcept {
     assert(!empty());
-    return static_cast<T&>(*tail_->next_);
+    return static_cast<T&>(*tail_->next());
   }
 
   void push_back(T& node) noexcept {
     queue_hook& n = node;
     if (tail_) {
-      n.next_ = tail_->next_;
-      tail_->next_ = &n;
+      n.set_next(tail_->next());
+      tail_->set_next(&n);
     } else {
-      n.next_ = &n;
+      n.set_next(&n);
     }
     tail_ = &n;
   }
 
   void pop_front() noexcept {
     assert(!empty());
-    queue_hook* head = tail_->next_;
+    queue_hook* head = tail_->next();
     if (head == tail_)
       tail_ = nullptr;
     else
-      tail_->next_ = head->next_;
+      tail_->set_next(head->next());
   }
 
   // Moves every node of `other` to the end of this queue, in order.
   void append(intrusive_queue& other) noexcept {
     if (other.empty()) return;
     if (tail_) {
-      queue_hook* head = tail_->next_;
-      tail_->next_ = other.tail_->next_;
-      other.tail_->next_ = head;
+      queue_hook* head = tail_->next();
+      tail_->set_next(other.tail_->next());
+      other.tail_->set_next(head);
     }
     tail_ = other.tail_;
     other.tail_ = nullptr;
@@ -222,15 +242,15 @@ public:
   void remove(T& node) noexcept {
     queue_hook* target = &node;
     queue_hook* prev = tail_;
-    while (prev->next_ != target) {
-      prev = prev->next_;
+    while (prev->next() != target) {
+      prev = prev->next();
       assert(prev != tail_); // came round: `node` is not in this queue
     }
     if (prev == target) { // the only node
       tail_ = nullptr;
       return;
     }
-    prev->next_ = target->next_;
+    prev->set_next(target->next());
     if (tail_ == target) tail_ = prev;
   }
 
@@ -247,7 +267,7 @@ public:
   std::size_t count() const noexcept {
     if (!tail_) return 0;
     std::size_t n = 1;
-    for (const queue_hook* at = tail_->next_; at != tail_; at = at->next_) ++n;
+    for (const queue_hook* at = tail_->next(); at != tail_; at = at->next()) ++n;
     return n;
   }
 

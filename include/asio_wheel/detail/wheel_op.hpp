@@ -23,7 +23,8 @@ enum class op_result : std::uint8_t { success, aborted, too_many };
 
 error_code to_error_code(op_result r) noexcept; // src/error.cpp
 
-// 24 bytes: the queue link, the function, the result and where the op lives. What only some operations
+// 16 bytes: the queue link (whose tag holds the result and where the op lives) and
+// the function. What only some operations
 // need (a per-operation cancellation handler) lives in the derived object, reached
 // through the function.
 class wheel_op : public queue_hook {
@@ -50,14 +51,16 @@ public:
   bool complete() { return func_(this, action::complete, nullptr); }
   void destroy() { func_(this, action::destroy, nullptr); }
 
-  op_result result() const noexcept { return result_; }
-  void set_result(op_result r) noexcept { result_ = r; }
+  op_result result() const noexcept { return static_cast<op_result>(tag() & result_bits); }
+  void set_result(op_result r) noexcept {
+    set_tag((tag() & ~result_bits) | static_cast<unsigned>(r));
+  }
 
   // Whether the op lives in its owner's inline buffer rather than memory of its own.
   // Such an op stays there only while it waits on its owner's wait_list: every path
   // that takes it off relocates it first (wheel_shard::own_locked), so the owner may
   // be destroyed or moved while the op is in a step's batch or in the ready queue.
-  bool is_inline() const noexcept { return inline_; }
+  bool is_inline() const noexcept { return tag() & inline_bit; }
 
   // Moves the op (is_inline()) to `buffer`, or to memory of its own if null; returns
   // the op at its new place. Handlers that may live inline move without throwing; the
@@ -81,18 +84,22 @@ public:
 protected:
   explicit wheel_op(func_type f) noexcept : func_(f) {}
   ~wheel_op() = default;
-  void set_inline(bool on) noexcept { inline_ = on; }
+  void set_inline(bool on) noexcept { set_tag(on ? tag() | inline_bit : tag() & ~inline_bit); }
 
 private:
+  // The queue link's tag (queue_hook): the result in two bits, where the op lives in
+  // the third.
+  static constexpr unsigned result_bits = 3;
+  static constexpr unsigned inline_bit = 4;
+
   func_type func_;
-  op_result result_ = op_result::success;
-  bool inline_ = false;
 };
+static_assert(sizeof(wheel_op) == 2 * sizeof(void*), "an op is its link and its function");
 
 // The size of an owner's inline buffer for one operation (a timer's, see
-// timer_state): the 24-byte op and a handler of up to 16 bytes (a lambda capturing
+// timer_state): the 16-byte op and a handler of up to 16 bytes (a lambda capturing
 // `this` and a word, or a shared_ptr to its connection) run inline on the context.
-inline constexpr std::size_t inline_op_bytes = 40;
+inline constexpr std::size_t inline_op_bytes = 32;
 
 // FIFO of operations: O(1) push_back, pop_front and splice; unlinking one op in the
 // middle walks the list, which holds the waits of one timer (almost always one).
