@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(websocket_close_uses_the_teardown_of_the_next_layer) {
   });
   client.async_close(websocket::close_code::normal, [&](error_code) { client_done = true; });
   f.run_until([&] { return server_done && client_done; });
-  BOOST_TEST(server_ec == websocket::error::closed);
+  BOOST_TEST((server_ec == websocket::error::closed));
 }
 
 #if ASIO_WHEEL_TEST_OPENSSL
