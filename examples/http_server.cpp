@@ -283,7 +283,7 @@ private:
     }
     idle_since_ = clock_type::now();
     stream_.expires_after(cfg_.idle);
-    stream_.async_read_some(buffer_.prepare(4096),
+    stream_.async_read_some(buffer_.prepare(1024),
                             [self = this->shared_from_this()](error_code ec, std::size_t n) {
                               self->on_first_bytes(ec, n);
                             });
@@ -336,6 +336,7 @@ private:
     response_->body() = "Hello, World!\n";
     response_->keep_alive(req.keep_alive());
     response_->prepare_payload();
+    parser_.reset(); // an idle connection keeps no request around
     stream_.expires_after(cfg_.write_timeout);
     http::async_write(stream_, *response_,
                       [self = this->shared_from_this()](error_code ec, std::size_t) {
