@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -643,12 +644,11 @@ BOOST_AUTO_TEST_CASE(works_with_net_async_read_and_async_write) {
   outcome w;
   asio::async_write(f.s, asio::buffer(big), w.handler());
   std::vector<char> sink(big.size());
-  std::size_t got = 0;
+  f.peer.non_blocking(true);
   while (w.calls == 0) {
     f.settle();
     error_code ec;
-    f.peer.non_blocking(true);
-    got += f.peer.read_some(asio::buffer(sink), ec);
+    f.peer.read_some(asio::buffer(sink), ec); // would_block when drained for now
   }
   BOOST_TEST(!w.ec);
   BOOST_TEST(w.n == big.size());
