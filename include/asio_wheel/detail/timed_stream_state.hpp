@@ -240,8 +240,9 @@ public:
   }
 
   // The operation of direction `d` completed with `ec` (replaced by error::timeout if
-  // the stream timed out while it was in flight). Before its handler runs.
-  void end(stream_direction d, error_code& ec) {
+  // the stream timed out while it was in flight). Before its handler runs, which must
+  // run whatever happens here: hence noexcept.
+  void end(stream_direction d, error_code& ec) noexcept {
     direction& dir = dirs_[index(d)];
     assert(dir.pending);
     dir.pending = false;
@@ -250,7 +251,7 @@ public:
       ec = error::timeout;
     }
     // The wait may now be due later (the other direction's deadline): O(1).
-    update_wait();
+    update_wait_or_time_out();
   }
 
   // After a completion handler has returned: if it started no operation with a
@@ -307,6 +308,16 @@ private:
     }
   }
 
+  // update_wait() where nothing may throw: a wait that cannot be started (no memory
+  // for it) leaves the deadline unenforceable, which counts as passed.
+  void update_wait_or_time_out() noexcept {
+    try {
+      update_wait();
+    } catch (...) {
+      time_out();
+    }
+  }
+
   void cancel_wait() noexcept {
     try {
       timer_.cancel();
@@ -318,7 +329,7 @@ private:
   }
 
   // The wait completed (success: its expiry passed, by the wheel's clock).
-  void on_wait(unsigned generation, error_code ec) {
+  void on_wait(unsigned generation, error_code ec) noexcept {
     if (generation != wait_gen_ || !wait_pending_) return; // cancelled or superseded
     wait_pending_ = false;
     if (ec == net::error::operation_aborted) return;
@@ -337,7 +348,7 @@ private:
         return;
       }
     }
-    update_wait();
+    update_wait_or_time_out();
   }
 
   // Every operation in flight completes with timeout; so do later ones until a new
