@@ -141,6 +141,8 @@ parse_h2load() { # LOG: latencies from the per-request log (3rd column: microsec
 }
 
 # ---- the runs --------------------------------------------------------------------------
+# The machine's load before and after, for the record: other work on it skews the runs.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 load_rows=()
 idle_rows=()
 
@@ -216,11 +218,13 @@ for stream in $streams; do
 done
 
 # ---- the table -------------------------------------------------------------------------
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "# W10, scripts/bench --http: examples/http_server (Release), loopback, server threads"
   echo "# $server_threads, client threads $client_threads, ${seconds} s per run; $(date -u '+%Y-%m-%d %H:%M UTC'),"
   echo "# commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
     "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, $(uname -r)"
+  echo "# load average (1/5/15 min) before: $load_before; after: $load_after"
   echo "# wheel: asio_wheel::timed_stream; beast: beast::tcp_stream (Boost $(sed -nE 's/^#define BOOST_LIB_VERSION "(.*)"/\1/p' /usr/include/boost/version.hpp 2>/dev/null | tr _ .))"
   echo "# rss B/conn: server RSS growth at mid-run / connections; cpu us/req: server"
   echo "# utime+stime / requests; h2load runs HTTP/1.1 (--h1)"
