@@ -48,6 +48,7 @@
 #include <asio_wheel/wheel_service.hpp>
 
 #include <asio_wheel/detail/config.hpp>
+#include <asio_wheel/detail/context_executor.hpp>
 
 // Only the stream needs Asio's socket and buffer headers; they are included here rather
 // than in config.hpp so that the timers' translation units do not pay for them.
@@ -179,7 +180,8 @@ public:
       : next_(std::forward<Args>(next_layer_args)...),
         timer_(executor_type(next_.get_executor())),
         service_(&net::use_service<wheel_service>(
-            net::query(timer_.get_executor(), net::execution::context))) {}
+            net::query(timer_.get_executor(), net::execution::context))),
+        plain_(context_executor(timer_.get_executor())) {}
 
   timed_stream_state(const timed_stream_state&) = delete;
   timed_stream_state& operator=(const timed_stream_state&) = delete;
@@ -272,12 +274,29 @@ private:
     bool timed_out = false;        // ... and the stream timed out meanwhile
   };
 
-  // The handler of our wait; it runs on the stream's executor (the timer's).
+  // The handler of our wait. Its executor is the context's plain one, so that the wheel
+  // completes it inline in its step, in batches: a strand (the stream's executor, often)
+  // would cost a step of the wheel per completion, and the wait is cancelled once per
+  // quiet moment of every stream, so under load those aborted completions would queue
+  // up faster than they drain. It may run on any thread the context runs: an aborted
+  // wait (we cancelled it) touches nothing; any other completion is taken to the
+  // stream's executor (immutable after construction, so it may be read here), where
+  // the state is safe to use.
   struct wait_handler {
     std::weak_ptr<timed_stream_state> state;
     unsigned generation;
-    void operator()(error_code ec) const {
-      if (auto s = state.lock()) s->on_wait(generation, ec);
+    net::any_io_executor plain;
+
+    using executor_type = net::any_io_executor;
+    executor_type get_executor() const noexcept { return plain; }
+
+    void operator()(error_code ec) {
+      if (ec == net::error::operation_aborted) return;
+      auto s = state.lock();
+      if (!s) return;
+      net::dispatch(s->get_executor(), [w = std::move(state), g = generation, ec] {
+        if (auto t = w.lock()) t->on_wait(g, ec);
+      });
     }
   };
 
@@ -301,7 +320,7 @@ private:
     if (t == never()) return;
     if (!wait_pending_) {
       timer_.reset_at(t); // no wait of ours is outstanding: this only sets the expiry
-      timer_.async_wait(wait_handler{this->weak_from_this(), ++wait_gen_});
+      timer_.async_wait(wait_handler{this->weak_from_this(), ++wait_gen_, plain_});
       wait_pending_ = true;
     } else if (timer_.expiry() != t) {
       timer_.reset_at(t);
@@ -364,6 +383,7 @@ private:
   next_layer_type next_;
   basic_timer<executor_type> timer_; // our one wheel entry; its executor is the stream's
   wheel_service* service_;           // the timer's context's service: its clock
+  net::any_io_executor plain_;       // the context's plain executor, for wait_handler
   time_point expiry_ = never();      // for the operations started from now on
   std::array<direction, 2> dirs_{};  // read, write
   unsigned wait_gen_ = 0;            // names the wait we care about
