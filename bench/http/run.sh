@@ -83,12 +83,13 @@ start_server() {
   cat "$log" >&2
   exit 1
 }
-# stop_server: SIGTERM, wait; prints its counters line.
+# stop_server: SIGTERM, wait; sets `counters` to its counters line. (Not to be called in
+# a command substitution: that subshell could not wait for the server.)
 stop_server() {
   kill -TERM "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
-  grep '^http_server: connections=' "$work/server.log" | tail -n 1
+  counters=$(grep '^http_server: connections=' "$work/server.log" | tail -n 1 || true)
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status"; }
 cpu_ticks() { # utime + stime; field 2 may hold spaces, so count from the last ')'
@@ -161,7 +162,7 @@ for client in $clients; do
       rss_mid=$(rss_kib)
       wait "$client_pid" || true
       cpu1=$(cpu_ticks)
-      counters=$(stop_server)
+      stop_server
       read -r requests rps p50 p99 errors <<<"$("parse_$client" "$log")"
       if [[ ${requests:-0} == 0 ]]; then
         echo "bench/http/run.sh: $client completed no request; its output:" >&2
@@ -200,7 +201,7 @@ for stream in $streams; do
   done
   wait "$idle_pid" || true
   wait "$wrk_pid" || true
-  counters=$(stop_server)
+  stop_server
   result=$(grep '^idle_clients: connections=' "$ilog" | tail -n 1)
   [[ -n $result ]] || { echo "bench/http/run.sh: http_idle_clients failed:" >&2; cat "$ilog" >&2; }
   read -r _ wrps _ _ _ <<<"$(parse_wrk "$wlog")"
