@@ -8,6 +8,7 @@
 #include <asio_wheel/error.hpp>
 #include <asio_wheel/options.hpp>
 #include <asio_wheel/periodic_timer.hpp>
+#include <asio_wheel/timed_stream.hpp>
 #include <asio_wheel/timer.hpp>
 #include <asio_wheel/wheel_service.hpp>
 

@@ -63,6 +63,8 @@ run request_deadline --self-test
 run heartbeat --self-test
 run order_expiry --self-test
 run cooldown --self-test
+run http_server --self-test
+run http_server --self-test --stream beast
 
 # cooldown again, through real stdin from a pipe: each skill cast, one on cooldown, one
 # ready after advancing the manual clock, and EOF quits.

@@ -1,4 +1,7 @@
 // asio_wheel's own error codes, usable as error_code.
+//
+// timeout's default error condition is errc::timed_out (std::errc::timed_out in
+// standalone mode), so `ec == errc::timed_out` holds for it, as for an OS timeout.
 #ifndef ASIO_WHEEL_ERROR_HPP
 #define ASIO_WHEEL_ERROR_HPP
 
@@ -10,7 +13,10 @@ namespace asio_wheel::error {
 
 enum wheel_errors {
   // The wait was refused because wheel_options::max_pending waits were already pending.
-  too_many_timers = 1
+  too_many_timers = 1,
+  // A basic_timed_stream's expiry passed before the operation completed (or before it
+  // started); the stream's next layer has been closed.
+  timeout = 2
 };
 
 // The category of wheel_errors; its name is "asio_wheel".
