@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "asio_test.hpp"
+#include "counting_allocator.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel.hpp>
@@ -492,27 +493,7 @@ BOOST_AUTO_TEST_CASE(handler_runs_on_its_associated_executor) {
   BOOST_TEST(ran_in_other);
 }
 
-namespace {
-// Counts allocations made through it.
-template <class T>
-struct counting_allocator {
-  using value_type = T;
-  int* count;
-  explicit counting_allocator(int* c) : count(c) {}
-  template <class U>
-  counting_allocator(const counting_allocator<U>& o) : count(o.count) {}
-  T* allocate(std::size_t n) {
-    ++*count;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) {
-    --*count;
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const counting_allocator<U>& o) const { return count == o.count; }
-};
-} // namespace
+using asio_wheel_test::counting_allocator;
 
 BOOST_AUTO_TEST_CASE(op_memory_comes_from_the_associated_allocator_and_is_freed_before_the_upcall) {
   fixture f;
