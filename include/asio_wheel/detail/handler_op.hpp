@@ -93,8 +93,26 @@ struct cancellation_holder {
 template <>
 struct cancellation_holder<false> {};
 
+// The tracked executor a completion is dispatched to, or nothing: an empty base then,
+// which costs no bytes in C++17 too (where [[no_unique_address]] is not available),
+// so that a small handler's op still fits a timer's inline buffer.
+template <class WorkExecutor>
+struct work_holder {
+  WorkExecutor work;
+  WorkExecutor take_work() noexcept(std::is_nothrow_move_constructible_v<WorkExecutor>) {
+    return std::move(work);
+  }
+};
+template <>
+struct work_holder<void> {
+  struct none {};
+  none take_work() noexcept { return {}; }
+};
+
 template <class Base, class Handler, class WorkExecutor>
-class handler_op final : public Base, private cancellation_holder<has_cancellation_slot_v<Handler>> {
+class handler_op final : public Base,
+                         private cancellation_holder<has_cancellation_slot_v<Handler>>,
+                         private work_holder<WorkExecutor> {
 public:
   static constexpr bool has_slot = has_cancellation_slot_v<Handler>;
 
@@ -140,22 +158,21 @@ public:
   }
 
 private:
-  struct no_work {};
-  using work_type = std::conditional_t<std::is_void_v<WorkExecutor>, no_work, WorkExecutor>;
+  using work_base = work_holder<WorkExecutor>;
   using action = wheel_op::action;
 
   template <class H, class... Work>
   explicit handler_op(H&& h, Work&&... work)
       : Base(&handler_op::do_func),
-        handler_(std::forward<H>(h)),
-        work_(std::forward<Work>(work)...) {}
+        work_base{std::forward<Work>(work)...},
+        handler_(std::forward<H>(h)) {}
 
   // Relocation: the same op at another address (its queue link is the caller's).
   handler_op(handler_op&& other) noexcept
       : Base(&handler_op::do_func),
         cancellation_holder<has_slot>(other),
-        handler_(std::move(other.handler_)),
-        work_(std::move(other.work_)) {
+        work_base(static_cast<work_base&&>(other)),
+        handler_(std::move(other.handler_)) {
     this->set_result(other.result());
   }
 
@@ -213,7 +230,7 @@ private:
     assert(!self->is_inline());
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
-    work_type work(std::move(self->work_));
+    auto work = self->take_work();
     const error_code ec = to_error_code(self->result());
     auto release = [self, &handler] {
       auto alloc = rebind_alloc(op_allocator(handler));
@@ -241,7 +258,6 @@ private:
   }
 
   Handler handler_;
-  ASIO_WHEEL_NO_UNIQUE_ADDRESS work_type work_;
 };
 
 // Carries an op type into make_handler_op's generic lambda.
