@@ -12,13 +12,6 @@
 #ifndef ASIO_WHEEL_DETAIL_CONFIG_HPP
 #define ASIO_WHEEL_DETAIL_CONFIG_HPP
 
-// C++20's [[no_unique_address]] where the language has it (an empty member then takes
-// no room); nothing in C++17, where it would only draw a warning.
-#if __cplusplus >= 202002L
-#define ASIO_WHEEL_NO_UNIQUE_ADDRESS [[no_unique_address]]
-#else
-#define ASIO_WHEEL_NO_UNIQUE_ADDRESS
-#endif
 
 #ifdef ASIO_WHEEL_STANDALONE
 

@@ -118,7 +118,6 @@ struct wait_list : shard_entry {
     owner_bits.store(on ? bits | inline_op_bit : bits & ~inline_op_bit,
                      std::memory_order_release);
   }
-
 };
 
 // The per-operation cancellation handler of a pending op, installed in the handler's
