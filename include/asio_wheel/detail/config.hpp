@@ -12,7 +12,6 @@
 #ifndef ASIO_WHEEL_DETAIL_CONFIG_HPP
 #define ASIO_WHEEL_DETAIL_CONFIG_HPP
 
-
 #ifdef ASIO_WHEEL_STANDALONE
 
 #include <asio/any_io_executor.hpp>
