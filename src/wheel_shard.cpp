@@ -213,12 +213,12 @@ void wheel_shard::run_step(step_cause cause) {
     // An empty batch with budget left means collect found nothing ready or due.
     if (batch.empty()) return;
     guard.unlock();
-    const bool all_inline = invoke(batch);
+    const bool whole = invoke(batch);
     guard.lock();
     if (shut_down_ || !has_work_locked()) return;
-    // Left by the budget, or requeued after a completion dispatched elsewhere (which
-    // ends the step): a posted step. Otherwise the step's own handlers queued it.
-    if (left == 0 || !all_inline) {
+    // Left by the budget, or requeued after an exception that an executor captured
+    // (which ends the step): a posted step. Otherwise the step's own handlers queued it.
+    if (left == 0 || !whole) {
       post_step_now_locked();
       return;
     }
@@ -261,10 +261,11 @@ std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::s
 bool wheel_shard::invoke(op_queue& batch) {
   // A handler may throw: the exception leaves run(), and what is left of the batch goes
   // back to the front of the ready queue, to complete, in order, on the next step.
-  // The same happens after a completion dispatched to another executor (a strand):
-  // Asio may run that handler inline and capture its exception, and a second capture
-  // in one scheduler operation would merge both into multiple_exceptions. So, as with
-  // steady_timer, each such completion gets a scheduler operation of its own.
+  // The same happens when a completion dispatched to another executor (a strand) ran
+  // inline and threw: that executor captured the exception, to rethrow it when this
+  // step returns, and a second capture in the step would merge both into one
+  // multiple_exceptions. So, as with steady_timer, each exception leaves run() alone,
+  // while completions that do not throw, on any executor, share a step.
   struct requeue_rest {
     wheel_shard& self;
     op_queue& rest;
@@ -280,7 +281,7 @@ bool wheel_shard::invoke(op_queue& batch) {
   while (!batch.empty()) {
     wheel_op& op = batch.front();
     batch.pop_front();
-    if (op.complete()) return false;
+    if (op.complete()) return false; // an executor captured an exception
   }
   return true;
 }

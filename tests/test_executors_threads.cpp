@@ -153,6 +153,32 @@ BOOST_AUTO_TEST_CASE(a_bound_executor_is_where_the_handler_runs) {
   BOOST_TEST(calls == 1);
 }
 
+// Completions bound to strands share the step that collected them, as plain ones do:
+// one scheduler handler delivers them all (each strand is idle, so dispatch runs it
+// there and then). Before, each ended the step, so a server cancelling a strand-bound
+// wait per request queued aborted completions faster than one per step drained them.
+BOOST_AUTO_TEST_CASE(strand_bound_completions_share_one_step) {
+  fixture f;
+  constexpr int n = 64;
+  std::vector<asio::strand<asio::io_context::executor_type>> strands;
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  int expired = 0, aborted_calls = 0, outside = 0;
+  for (int i = 0; i < n; ++i) {
+    strands.push_back(asio::make_strand(f.io));
+    timers.push_back(std::make_unique<asio_wheel::timer>(f.io, 1ms));
+    timers.back()->async_wait(asio::bind_executor(strands.back(), [&, i](error_code ec) {
+      outside += !strands[i].running_in_this_thread();
+      ++(ec == aborted ? aborted_calls : expired);
+    }));
+  }
+  for (int i = 0; i < n; i += 2) timers[i]->cancel(); // half aborted, in the ready queue
+  f.svc.advance(1ms);                                  // the other half due
+  BOOST_TEST(f.io.poll_one() == 1u);                   // one step
+  BOOST_TEST(aborted_calls == n / 2);
+  BOOST_TEST(expired == n / 2);
+  BOOST_TEST(outside == 0);
+}
+
 // Strands of a context run by 4 threads: each handler runs in its own strand, and the
 // plain ones in none. Per-strand counters are plain ints: TSan sees any overlap.
 BOOST_AUTO_TEST_CASE(four_threads_each_handler_in_its_own_strand) {

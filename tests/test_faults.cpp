@@ -136,10 +136,10 @@ BOOST_AUTO_TEST_CASE(throwing_handler_small_batches) {
 BOOST_AUTO_TEST_CASE(throwing_handler_on_strand) { throwing_handler_case(1024, true); }
 
 // As with steady_timer, each exception of a strand-bound handler leaves run() by itself.
-// Were the step to dispatch all strand-bound completions of a batch from one scheduler
-// handler, Asio would capture the exceptions of handlers its dispatch ran inline, and a
-// second capture turns both into one asio::multiple_exceptions keeping only the
-// first: so such completions are posted, one scheduler handler each.
+// The step dispatches the strand-bound completions of its batch from one scheduler
+// handler; Asio captures the exception of a handler its dispatch ran inline, and a
+// second capture would turn both into one asio::multiple_exceptions keeping only the
+// first: so the step ends after a dispatch whose handler threw.
 BOOST_AUTO_TEST_CASE(strand_exceptions_leave_run_one_by_one) {
   const auto c = throwing_handler_case(1024, true);
   BOOST_TEST(c.thrown == 7u);

@@ -111,7 +111,10 @@ private:
     ~emitter() {
       if (s_) s_->release();
     }
-    void operator()() { std::exchange(s_, nullptr)->emit_now(); }
+    void operator()() {
+      const dispatch_watch::run_scope scope; // a cancellation handler may throw
+      std::exchange(s_, nullptr)->emit_now();
+    }
 
   private:
     deadline_state* s_;
@@ -142,8 +145,9 @@ private:
       e();
       return false;
     }
+    const dispatch_watch watch;
     net::dispatch(s->io_ex_, std::move(e));
-    return true;
+    return watch.handler_threw();
   }
 
   // On the operation's I/O executor: emits unless the operation completed first.

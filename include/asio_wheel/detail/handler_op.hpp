@@ -27,6 +27,7 @@
 #include <cassert>
 #include <memory>
 #include <tuple>
+#include <exception>
 #include <type_traits>
 #include <utility>
 
@@ -60,6 +61,42 @@ public:
   std::tuple<> take_values() noexcept { return {}; }
 };
 
+// Whether a completion dispatched to another executor threw while the dispatch ran it
+// inline. Asio's executors then capture the exception and rethrow it from run() once
+// the scheduler operation that called dispatch (the shard's step) returns; a second
+// capture in that operation would merge both into one multiple_exceptions, losing the
+// second. So a step goes on through its batch after such dispatches, unless one of them
+// saw a throw (wheel_shard::invoke).
+class dispatch_watch {
+public:
+  dispatch_watch() noexcept : outer_(std::exchange(current_, &threw_)) {}
+  ~dispatch_watch() { current_ = outer_; }
+  dispatch_watch(const dispatch_watch&) = delete;
+  dispatch_watch& operator=(const dispatch_watch&) = delete;
+  bool handler_threw() const noexcept { return threw_; }
+
+  // Put around what a dispatch runs (a completion, a cancellation's emission): if it
+  // throws while a dispatch on this thread is under watch, that dispatch ran it inline
+  // (or from a strand's queue it drained), and its executor captures the exception.
+  class run_scope {
+  public:
+    run_scope() noexcept = default;
+    run_scope(const run_scope&) = delete;
+    run_scope& operator=(const run_scope&) = delete;
+    ~run_scope() {
+      if (current_ && std::uncaught_exceptions() > before_) *current_ = true;
+    }
+
+  private:
+    int before_ = std::uncaught_exceptions();
+  };
+
+private:
+  static inline thread_local bool* current_ = nullptr;
+  bool threw_ = false;
+  bool* outer_;
+};
+
 // A handler with its completion arguments, to hand to another executor: what
 // net::append does, which Asio 1.22 lacks. It keeps the handler's allocator, which
 // dispatch allocates from; its executor is the one it is dispatched to.
@@ -71,7 +108,10 @@ struct bound_completion {
   std::tuple<Args...> args;
 
   allocator_type get_allocator() const noexcept { return net::get_associated_allocator(handler); }
-  void operator()() { std::apply(std::move(handler), std::move(args)); }
+  void operator()() {
+    const dispatch_watch::run_scope scope;
+    std::apply(std::move(handler), std::move(args));
+  }
 };
 
 // Stands in for "no associated cancellation slot" when asking a handler for one.
@@ -243,18 +283,22 @@ private:
     }
     auto values = self->take_values();
     release();
-    std::apply(
-        [&](auto&&... v) {
-          if constexpr (std::is_void_v<WorkExecutor>) {
-            std::move(handler)(ec, std::move(v)...);
-          } else {
+    if constexpr (std::is_void_v<WorkExecutor>) {
+      // A throw here leaves the step (wheel_shard::invoke requeues the rest).
+      std::apply([&](auto&&... v) { std::move(handler)(ec, std::move(v)...); },
+                 std::move(values));
+      return false;
+    } else {
+      const dispatch_watch watch;
+      std::apply(
+          [&](auto&&... v) {
             net::dispatch(std::move(work),
-                                  bound_completion<Handler, error_code, std::decay_t<decltype(v)>...>{
-                                      std::move(handler), {ec, std::move(v)...}});
-          }
-        },
-        std::move(values));
-    return !std::is_void_v<WorkExecutor>;
+                          bound_completion<Handler, error_code, std::decay_t<decltype(v)>...>{
+                              std::move(handler), {ec, std::move(v)...}});
+          },
+          std::move(values));
+      return watch.handler_threw();
+    }
   }
 
   Handler handler_;

@@ -275,10 +275,10 @@ private:
   };
 
   // The handler of our wait. Its executor is the context's plain one, so that the wheel
-  // completes it inline in its step, in batches: a strand (the stream's executor, often)
-  // would cost a step of the wheel per completion, and the wait is cancelled once per
-  // quiet moment of every stream, so under load those aborted completions would queue
-  // up faster than they drain. It may run on any thread the context runs: an aborted
+  // completes it inline in its step: the wait is cancelled once per quiet moment of
+  // every stream, and an aborted completion sent through a strand (the stream's
+  // executor, often) would cost a dispatch and the strand's queue for nothing. It may
+  // run on any thread the context runs: an aborted
   // wait (we cancelled it) touches nothing; any other completion is taken to the
   // stream's executor (immutable after construction, so it may be read here), where
   // the state is safe to use.

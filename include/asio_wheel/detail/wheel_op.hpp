@@ -43,9 +43,10 @@ public:
     void* buffer = nullptr;
     wheel_op* moved = nullptr;
   };
-  // Returns, for action::complete, whether the handler was dispatched to an executor
-  // other than the wheel context's own (then the step ends there: see
-  // wheel_shard::invoke); for is_cancelled_by, the answer; otherwise false.
+  // Returns, for action::complete, whether the step must end there: the handler was
+  // dispatched to another executor, ran inline and threw, and that executor captured
+  // the exception (see dispatch_watch in handler_op.hpp and wheel_shard::invoke); for
+  // is_cancelled_by, the answer; otherwise false.
   using func_type = bool (*)(wheel_op*, action, void* arg);
 
   bool complete() { return func_(this, action::complete, nullptr); }

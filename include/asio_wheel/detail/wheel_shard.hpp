@@ -284,7 +284,7 @@ private:
   // waits leave together); returns how many. `now` is the step's clock reading.
   std::size_t collect_locked(op_queue& batch, steady_time now, std::size_t budget);
   // Completes the batch in order; false if it stopped after a completion dispatched to
-  // another executor (the rest went back to the ready queue).
+  // another executor threw there (the rest went back to the ready queue).
   bool invoke(op_queue& batch);
 
   net::execution_context& context_;
