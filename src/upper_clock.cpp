@@ -40,7 +40,12 @@ sample take_sample() noexcept {
 }
 
 // Extrapolates only when the TSC is what steady_clock itself counts: an invariant TSC
-// (CPUID 8000_0007h EDX bit 8) that the kernel chose as its clocksource.
+// (CPUID 8000_0007h EDX bit 8) that the kernel chose as its clocksource, directly
+// ("tsc") or through KVM's paravirtual clock ("kvm-clock", which most x86 cloud guests
+// run on: the host publishes a TSC-to-nanoseconds scale, and the guest's clock reads
+// the TSC and applies it, from the vDSO when the host marks the TSC stable). A scale
+// the host changes is a change of rate like NTP's slewing: the margin covers it, and
+// the check at each refresh falls back to steady_clock for good if it ever did not.
 bool tsc_is_the_clock() noexcept try {
   if (const char* v = std::getenv("ASIO_WHEEL_STEADY_CLOCK_ONLY"); v && *v && *v != '0')
     return false;
@@ -50,7 +55,7 @@ bool tsc_is_the_clock() noexcept try {
   if ((d & (1u << 8)) == 0) return false;
   std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
   std::string source;
-  return static_cast<bool>(f >> source) && source == "tsc";
+  return static_cast<bool>(f >> source) && (source == "tsc" || source == "kvm-clock");
 } catch (...) {
   return false;
 }

@@ -8,7 +8,7 @@
 // worst, that much later, and deadlines are rounded up to the tick anyway.
 //
 // upper_clock::now() returns such an upper bound. Where the kernel's own clocksource is
-// an invariant TSC (x86-64 Linux), it extrapolates from a per-thread anchor (a TSC value
+// an invariant TSC, read directly or through kvm-clock (x86-64 Linux), it extrapolates from a per-thread anchor (a TSC value
 // paired with a steady_clock reading) with an unordered rdtsc, and adds `margin`, which
 // covers the calibration error and NTP slewing over the at most `max_extrapolation`
 // since the anchor. Older anchors are refreshed with one steady_clock read. Every refresh
