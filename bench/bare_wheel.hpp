@@ -63,7 +63,7 @@ inline void w11_run(bench_run& b) {
         for (bool reached = false; !reached;) {
           reached = x.advance_to(max_tick, batch);
           while (d::wheel_entry* e = x.pop_due()) {
-            early += e->deadline > x.now();
+            early += e->deadline_tick() > x.now();
             ++expired;
           }
         }

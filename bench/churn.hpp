@@ -69,14 +69,17 @@ inline void w1_group(bench_run& b, std::size_t n) {
 // W2 idle reset: with N waits pending, push a random pending timer's deadline to
 // now + random. steady_timer and the drop-in path: expires_after + async_wait (the old
 // wait completes with operation_aborted). asio_wheel's own path: reset_after.
+// Also reset_after_same: every reset to now + 30 s, as a server resets a connection's
+// idle timeout on each request (never earlier than before: no relink, no lock).
 
-enum class w2_path { drop_in, reset_after };
+enum class w2_path { drop_in, reset_after, reset_after_same };
 
 template <class Timer, w2_path Path>
 row w2_one(bench_run& b, std::size_t n) {
-  const char* variant = Path == w2_path::reset_after ? "reset_after"
-                        : is_wheel<Timer>           ? "drop_in"
-                                                    : "expires_after";
+  const char* variant = Path == w2_path::reset_after        ? "reset_after"
+                        : Path == w2_path::reset_after_same ? "reset_after_same"
+                        : is_wheel<Timer>                  ? "drop_in"
+                                                           : "expires_after";
   const std::string what = std::string("W2 ") + impl_name<Timer>() + " " + variant +
                            " N=" + fmt_n(n);
   asio::io_context ctx(1);
@@ -98,6 +101,8 @@ row w2_one(bench_run& b, std::size_t n) {
         Timer& t = timers[idx[i]];
         if constexpr (Path == w2_path::reset_after) {
           t.reset_after(d[i] + offset);
+        } else if constexpr (Path == w2_path::reset_after_same) {
+          t.reset_after(duration(std::chrono::seconds(30)) + offset);
         } else {
           t.expires_after(d[i] + offset);
           t.async_wait(count_handler{&c});
@@ -126,6 +131,8 @@ inline void w2_group(bench_run& b, std::size_t n) {
     g.push_back(w2_one<steady_timer, w2_path::drop_in>(b, n));
   if (b.cfg.want_wheel() && b.cfg.want_variant("reset_after"))
     g.push_back(w2_one<wheel_timer, w2_path::reset_after>(b, n));
+  if (b.cfg.want_wheel() && b.cfg.want_variant("reset_after_same"))
+    g.push_back(w2_one<wheel_timer, w2_path::reset_after_same>(b, n));
   if (b.cfg.want_wheel() && b.cfg.want_variant("drop_in"))
     g.push_back(w2_one<wheel_timer, w2_path::drop_in>(b, n));
   b.out.add_group(std::move(g));

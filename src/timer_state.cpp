@@ -5,7 +5,7 @@ namespace asio_wheel::detail {
 
 void timer_state::start_wait(wheel_op& op) {
   auto guard = shard->lock();
-  shard->admit(guard, *this, op, expiry);
+  shard->admit(guard, *this, op, expiry());
 }
 
 std::size_t timer_state::cancel() {
@@ -23,14 +23,14 @@ std::size_t timer_state::cancel_one() {
 std::size_t timer_state::expires_at(steady_time t) {
   auto guard = shard->lock();
   const std::size_t n = shard->abort_all_locked(*this);
-  expiry = t;
+  set_expiry(t);
   return n;
 }
 
 void timer_state::take_over(timer_state& from) noexcept {
   shard = from.shard;
   auto guard = shard->lock();
-  expiry = from.expiry;
+  set_expiry(from.expiry());
   if (from.holds_inline_op()) {
     // The op in from's buffer moves to ours, keeping its place among the waits.
     op_queue moved;
@@ -47,7 +47,15 @@ void timer_state::take_over(timer_state& from) noexcept {
 }
 
 std::size_t timer_state::expired(timer_state& timer, due_step& step) {
-  step.shard.note_expiry_locked(timer.expiry, step.now);
+  const steady_time expiry = timer.expiry_.load(std::memory_order_acquire);
+  if (expiry > step.now) {
+    // reset_at raised it after the wheel took the entry as due: back at the raised
+    // deadline tick, which is past the wheel's now since the expiry is past step.now.
+    step.shard.relink_locked(timer, expiry);
+    assert(!timer.is_due());
+    return 1; // no completion, but a piece of the step's budget
+  }
+  step.shard.note_expiry_locked(expiry, step.now);
   return step.shard.complete_all_locked(timer, step.out);
 }
 

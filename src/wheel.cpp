@@ -56,16 +56,16 @@ void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
   word = on ? (word | bit) : (word & ~bit);
 }
 
-void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
+void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept {
   // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
-  assert(e.deadline > now_ && index == slot_index(level_for(e.deadline), e.deadline));
+  assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
   const bool was_empty = lists_[index].empty();
   lists_[index].push_back(e);
   e.where = index;
   ++slotted_;
   set_occupied(index, true);
   if (is_top(index)) {
-    const tick_t start = top_slot_start(e.deadline);
+    const tick_t start = top_slot_start(deadline);
     assert(start > now_); // the deadline differs from now in the top digit or above
     tick_t& due = top_due_[index - top_base_];
     due = was_empty ? start : std::min(due, start);
@@ -73,8 +73,8 @@ void wheel::link(wheel_entry& e, std::uint32_t index) noexcept {
   }
 }
 
-void wheel::insert(wheel_entry& e, tick_t deadline) {
-  e.deadline = deadline;
+void wheel::place(wheel_entry& e, tick_t deadline) {
+  assert(!e.linked());
   if (deadline == never_tick) {
     never_.push_back(e);
     e.where = wheel_entry::in_never;
@@ -83,7 +83,7 @@ void wheel::insert(wheel_entry& e, tick_t deadline) {
     e.where = wheel_entry::in_due;
     ++due_count_;
   } else {
-    link(e, slot_index(level_for(deadline), deadline));
+    link(e, slot_index(level_for(deadline), deadline), deadline);
   }
 }
 
@@ -111,7 +111,7 @@ void wheel::reschedule_slow(wheel_entry& e, tick_t deadline) {
   // deadline, and for earlier ones down to the slot's start; never_tick leaves.
   if (e.in_slot() && deadline != never_tick &&
       deadline >= slot_due(e.where / slots_, e.where % slots_)) {
-    e.deadline = deadline;
+    e.deadline.store(deadline, std::memory_order_relaxed);
     return;
   }
   remove(e);
@@ -119,7 +119,7 @@ void wheel::reschedule_slow(wheel_entry& e, tick_t deadline) {
 }
 
 void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
-  to.deadline = from.deadline;
+  to.deadline.store(from.deadline_tick(), std::memory_order_relaxed);
   to.where = from.where;
   if (!from.linked()) return;
   from.replace_with(to);
@@ -170,17 +170,20 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
   bool finished = true;
   for (auto it = list.begin(); it != list.end();) {
     wheel_entry& e = *it;
-    if (e.deadline <= t && due_count_ >= due_limit) {
+    // Read once: its owner may raise it meanwhile (wheel::raise), and every decision
+    // below must be about one value.
+    const tick_t deadline = e.deadline_tick();
+    if (deadline <= t && due_count_ >= due_limit) {
       finished = false; // the rest stays in the slot, for the tick's resumption
       break;
     }
     ++it;
-    assert(e.deadline != never_tick); // such entries live on the never list
-    assert(e.where == index);         // who owns the node: this slot
+    assert(deadline != never_tick); // such entries live on the never list
+    assert(e.where == index);       // who owns the node: this slot
     // The lazy rule's invariant: a slot comes due no later than its entries' deadlines
     // (for the top level: no later than the start of their rotation's slot).
-    assert(is_top(index) ? top_slot_start(e.deadline) >= t : e.deadline >= t);
-    if (e.deadline <= t) {
+    assert(is_top(index) ? top_slot_start(deadline) >= t : deadline >= t);
+    if (deadline <= t) {
       e.unlink();
       --slotted_;
       due_.push_back(e);
@@ -189,13 +192,13 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     } else {
       // Re-placed relative to now == t: a lower level, or this very slot for a top
       // level entry whose round has not come yet (it then stays where it is).
-      const std::uint32_t target = slot_index(level_for(e.deadline), e.deadline);
+      const std::uint32_t target = slot_index(level_for(deadline), deadline);
       if (target != index) {
         e.unlink();
         --slotted_;
-        link(e, target);
+        link(e, target, deadline);
       } else {
-        stays_until = std::min(stays_until, top_slot_start(e.deadline));
+        stays_until = std::min(stays_until, top_slot_start(deadline));
       }
     }
   }

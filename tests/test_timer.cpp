@@ -17,6 +17,7 @@
 #include <future>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -269,6 +270,32 @@ BOOST_AUTO_TEST_CASE(a_later_reset_fires_on_the_tick_of_the_new_expiry_across_le
     BOOST_TEST(!r.ec);
     BOOST_TEST((r.at == expiry)); // not before, and not a tick late
     BOOST_TEST(f.svc.stats().expired == 1u);
+  }
+}
+
+// A later reset takes no lock: it may land after the wheel took the entry as due and
+// before the step collects it. The step must then see the new expiry and put the
+// entry back, at the new tick, in order with the others; never complete it early.
+BOOST_AUTO_TEST_CASE(a_reset_after_the_wheel_took_the_timer_as_due_puts_it_back) {
+  for (auto o : {manual_options(), manual_options(1, 16)}) {
+    fixture f(o);
+    asio_wheel::timer t(f.io, 10ms), other(f.io, 15ms);
+    std::string order;
+    t.async_wait([&](error_code ec) {
+      BOOST_TEST(!ec);
+      BOOST_TEST((f.svc.now() == t.expiry())); // not before, and not a tick late
+      order += 't';
+    });
+    other.async_wait([&](error_code) { order += 'o'; });
+    f.svc.advance(10ms); // t is in the due list, a step is posted, nothing ran
+    t.reset_after(10ms); // due at 20 ms now
+    f.settle();
+    BOOST_TEST(order == "");
+    BOOST_TEST(f.svc.stats().pending == 2u);
+    f.svc.advance(10ms); // one advance over both ticks: 15 ms, then 20
+    f.settle();
+    BOOST_TEST(order == "ot");
+    BOOST_TEST(f.svc.stats().expired == 2u);
   }
 }
 

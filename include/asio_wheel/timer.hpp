@@ -80,11 +80,11 @@ public:
   explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
 
   basic_timer(const executor_type& ex, time_point expiry) : basic_timer(ex) {
-    state_.expiry = expiry;
+    state_.set_expiry(expiry);
   }
 
   basic_timer(const executor_type& ex, duration expiry) : basic_timer(ex) {
-    state_.expiry = state_.shard->deadline_after(expiry);
+    state_.set_expiry(state_.shard->deadline_after(expiry));
   }
 
   template <class ExecutionContext,
@@ -141,7 +141,7 @@ public:
 
   const executor_type& get_executor() noexcept { return executor_; }
 
-  time_point expiry() const { return state_.expiry; }
+  time_point expiry() const { return state_.expiry(); }
 
   // Sets the expiry; pending waits complete with operation_aborted. Returns how many.
   std::size_t expires_at(time_point t) { return state_.expires_at(t); }
@@ -167,7 +167,7 @@ public:
   // As wait(); ec is cleared.
   void wait(error_code& ec) {
     ec = error_code();
-    const time_point t = state_.expiry;
+    const time_point t = state_.expiry();
     if (state_.shard->options().clock == clock_mode::steady) {
       // sleep_until may return early (a signal, a spurious wake-up): look again.
       while (clock_type::now() < t) std::this_thread::sleep_until(t);
@@ -201,7 +201,7 @@ public:
   }
   // expiry() - now by the service's clock, saturated to the duration's range.
   duration expires_from_now() const {
-    const duration::rep a = state_.expiry.time_since_epoch().count();
+    const duration::rep a = state_.expiry().time_since_epoch().count();
     const duration::rep b = state_.shard->now().time_since_epoch().count();
     if (b < 0 && a > duration::max().count() + b) return duration::max();
     if (b > 0 && a < duration::min().count() + b) return duration::min();

@@ -11,6 +11,7 @@
 #include <asio_wheel/detail/wheel_op.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
 
+#include <atomic>
 #include <cstddef>
 
 namespace asio_wheel::detail {
@@ -19,7 +20,12 @@ struct timer_state : wait_list {
   explicit timer_state(wheel_shard& s) noexcept : shard(&s) {}
 
   wheel_shard* shard;     // where the timer lives; changes only by a move assignment
-  steady_time expiry{};   // written under the shard's lock once waits may be pending
+
+  // The expiry. Written by the timer's own thread only: under the shard's lock, except
+  // for reset_at's raise. Read by that thread, and by a step (expired), which
+  // acquires it: having read an expiry, it sees the deadline tick raised for it.
+  steady_time expiry() const noexcept { return expiry_.load(std::memory_order_relaxed); }
+  void set_expiry(steady_time t) noexcept { expiry_.store(t, std::memory_order_release); }
 
   // The buffer for the operation of one pending wait, when it fits (see
   // handler_op::may_live_inline): then a pending wait costs no memory beyond the
@@ -36,22 +42,36 @@ struct timer_state : wait_list {
   std::size_t cancel_one();
   // cancel(), then the new expiry; returns how many were aborted.
   std::size_t expires_at(steady_time t);
-  // Moves the expiry; pending waits stay and complete at the new one. O(1): a later
-  // expiry only overwrites the expiry and the entry's deadline tick (the wheel's lazy
-  // rule, inline), with no relink, no call and no clock read. The idle-connection path.
+  // Moves the expiry; pending waits stay and complete at the new one. O(1).
+  //
+  // A later finite expiry, the idle-connection path, takes no lock: it raises the
+  // entry's deadline tick, then stores the expiry (wheel::raise). The lock's atomic
+  // instructions would order the CPU's memory accesses on every reset, so that the
+  // cache misses of resets to random timers could not overlap. Where the entry is,
+  // the raise is right: in a slot it stays (the lazy rule); taken as due already, the
+  // step sees the later expiry and puts it back (expired); unlinked (no wait), only the
+  // expiry counts. A step that read the expiry before the store completes the waits:
+  // they were handed over before the reset, which then finds none, as documented.
   void reset_at(steady_time t) {
+    if (t >= expiry() && t != steady_time::max()) {
+      shard->raise(*this, t);
+      set_expiry(t);
+      return;
+    }
     auto guard = shard->lock();
-    expiry = t;
+    set_expiry(t);
     if (!ops.empty()) shard->schedule_locked(*this, t);
   }
   // The timer moved from `from` (on shard `from.shard`) to *this, which has no waits:
   // takes over its shard, expiry, place on the wheel and waits.
   void take_over(timer_state& from) noexcept;
 
-  // The expiry came (the shard's step, lock held): every wait completes with success.
+  // The entry came due (the shard's step, lock held): every wait completes with
+  // success, unless a reset raised the expiry past step.now meanwhile.
   static std::size_t expired(timer_state& timer, due_step& step);
 
 private:
+  std::atomic<steady_time> expiry_{steady_time()};
 
   alignas(wheel_op) unsigned char inline_op_[inline_op_bytes];
 };

@@ -63,13 +63,19 @@ struct wheel_entry : list_hook {
   static constexpr std::uint32_t in_due = 0xFFFFFFFEu;
   static constexpr std::uint32_t in_never = 0xFFFFFFFDu;
 
-  tick_t deadline = 0;         // the tick at which it expires
+  // The tick at which it expires, written by the owner (through insert, reschedule,
+  // raise). An owner may raise it without its shard's lock (wheel::raise), while a step
+  // reads it: a later deadline keeps the lazy rule's invariant in any place the entry
+  // may be, so the wheel reads it once per decision (deadline_tick) and acts on what it
+  // read. Relaxed: it publishes nothing else.
+  std::atomic<tick_t> deadline{0};
   std::uint32_t where = unlinked;
   // Free for the owner's use (the wheel never reads it): it sits in what would be the
   // struct's padding, so a flag there costs an owner no bytes. Atomic because an owner
   // may read a flag outside its lock (see timer_state's inline operation).
   std::atomic<std::uint8_t> owner_bits{0};
 
+  tick_t deadline_tick() const noexcept { return deadline.load(std::memory_order_relaxed); }
   bool linked() const noexcept { return where != unlinked; }
   bool is_due() const noexcept { return where == in_due; }
   bool in_slot() const noexcept { return where < in_never; }
@@ -97,7 +103,19 @@ public:
 
   // Links an unlinked entry. deadline <= now() goes straight to the due list, and
   // never_tick to the never list.
-  void insert(wheel_entry& e, tick_t deadline);
+  void insert(wheel_entry& e, tick_t deadline) {
+    e.deadline.store(deadline, std::memory_order_relaxed);
+    place(e, deadline);
+  }
+  // Links an unlinked entry at its own deadline, read once: if its owner raises it
+  // meanwhile (raise), the entry sits where the earlier one put it, as the lazy rule
+  // allows.
+  // Returns the deadline it was placed for.
+  tick_t relink(wheel_entry& e) {
+    const tick_t deadline = e.deadline_tick();
+    place(e, deadline);
+    return deadline;
+  }
 
   // Unlinks a linked entry; no effect on an unlinked one. O(1), but for emptying the
   // top-level slot that comes due first: then a scan of the top level's bitmap and
@@ -109,11 +127,21 @@ public:
   // its current deadline, hence no later than the new one: it stays, one store.
   void reschedule(wheel_entry& e, tick_t deadline) {
     assert(e.linked());
-    if (e.in_slot() && deadline >= e.deadline && deadline != never_tick) {
-      e.deadline = deadline;
+    if (e.in_slot() && deadline >= e.deadline_tick() && deadline != never_tick) {
+      e.deadline.store(deadline, std::memory_order_relaxed);
       return;
     }
     reschedule_slow(e, deadline);
+  }
+
+  // The one change the owner may make without the lock that guards the wheel: a later
+  // finite deadline (>= the current one if the entry is linked), wherever the entry is.
+  // In a slot the lazy rule keeps it there; in the due list it is taken as due all the
+  // same, and its owner, on taking it, sees that it is not and relinks it (relink);
+  // unlinked, it is overwritten by the next insert. Owner-only: one thread raises.
+  static void raise(wheel_entry& e, tick_t later) noexcept {
+    assert(later != never_tick);
+    e.deadline.store(later, std::memory_order_relaxed);
   }
 
   // Moves relinks `to` into the place of `from` (the owner object moved in memory).
@@ -156,6 +184,8 @@ public:
 
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
+  // Links an unlinked entry for `deadline` (its deadline as read once).
+  void place(wheel_entry& e, tick_t deadline);
   std::size_t level_for(tick_t deadline) const noexcept;
   bool is_top(std::uint32_t index) const noexcept { return index >= top_base_; }
   // The first tick of the top-level slot that holds `deadline`, in its own rotation.
@@ -165,7 +195,8 @@ private:
   bool process_top(tick_t t, std::size_t due_limit);
   void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
-  void link(wheel_entry& e, std::uint32_t index) noexcept;
+  // Links `e` into slot list `index`, the one for `deadline` (its deadline as read).
+  void link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept;
   // Processes the slot of `level` at t; false if due_limit stopped it with entries
   // left (then they stay, and the tick is unfinished).
   bool process_slot(std::size_t level, tick_t t, std::size_t due_limit);

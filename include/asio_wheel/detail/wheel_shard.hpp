@@ -202,12 +202,27 @@ public:
       wheel_.reschedule(e, k);
     else
       wheel_.insert(e, k);
-    if (e.is_due())
-      post_step_locked();
-    else if (k < armed_)
-      arm_locked();
-    else if (k == never_tick)
-      disarm_when_idle_locked();
+    driver_follows_locked(e, k);
+  }
+  // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
+  // owner may be raising meanwhile, and makes the driver agree as schedule_locked does.
+  // That tick is at least t's when the owner raised it for t before storing t (as
+  // reset_at does); if two threads broke the one-thread rule, it may lag, and then the
+  // entry goes to t's tick, so that it never comes round again before t.
+  void relink_locked(shard_entry& e, steady_time t) {
+    const tick_t k = clock_.to_tick(t);
+    if (e.deadline_tick() >= k) {
+      driver_follows_locked(e, wheel_.relink(e));
+    } else {
+      wheel_.insert(e, k);
+      driver_follows_locked(e, k);
+    }
+  }
+  // Without the lock, by the entry's owner only: raises `e`'s deadline tick to that of
+  // t, a later finite time (wheel::raise). The driver needs no word: a later deadline
+  // never needs an earlier wake-up.
+  void raise(shard_entry& e, steady_time t) const noexcept {
+    wheel::raise(e, clock_.to_tick(t));
   }
   // Unlinks `e` (no effect if it is not linked).
   void unschedule_locked(shard_entry& e);
@@ -270,6 +285,16 @@ private:
   // Something is ready or due, or the wheel has ticks to catch up on: a step has work.
   bool has_work_locked() const noexcept {
     return !ready_.empty() || wheel_.has_due() || wheel_behind_;
+  }
+  // `e` was just placed for tick k: a step if it is due now, an earlier arming if it
+  // comes before the armed tick, a disarm when nothing is left in a slot.
+  void driver_follows_locked(const shard_entry& e, tick_t k) {
+    if (e.is_due())
+      post_step_locked();
+    else if (k < armed_)
+      arm_locked();
+    else if (k == never_tick)
+      disarm_when_idle_locked();
   }
   void disarm_when_idle_locked();
   void arm_locked();
