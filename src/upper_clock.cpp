@@ -28,15 +28,21 @@ __extension__ using u128 = unsigned __int128;
 constexpr std::int64_t min_baseline_ns = 10'000'000;
 
 struct sample {
-  std::uint64_t tsc;
+  std::uint64_t tsc;       // read before ns
   std::int64_t ns;
+  std::uint64_t tsc_after; // read after ns
 };
 
 // The TSC is read first: the vDSO's own ordered TSC read cannot pass it, so `ns` is a
 // time at or after the one `tsc` stands for, which keeps extrapolations from it high.
+// And again after: `ns` is a time at or before the one `tsc_after` stands for, so an
+// extrapolation to tsc_after that comes out below ns is behind the clock, however long
+// the thread was preempted between the reads.
 sample take_sample() noexcept {
   const std::uint64_t tsc = __rdtsc();
-  return {tsc, steady::now().time_since_epoch().count()};
+  const std::int64_t ns = steady::now().time_since_epoch().count();
+  _mm_lfence(); // the second TSC read waits for the clock read
+  return {tsc, ns, __rdtsc()};
 }
 
 // Extrapolates only when the TSC is what steady_clock itself counts: an invariant TSC
@@ -70,7 +76,7 @@ constexpr std::uint64_t tight_read_cycles = 10'000;
 std::optional<sample> take_tight_sample() noexcept {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const sample s = take_sample();
-    if (__rdtsc() - s.tsc < tight_read_cycles) return s;
+    if (s.tsc_after - s.tsc < tight_read_cycles) return s;
   }
   return std::nullopt;
 }
@@ -109,15 +115,21 @@ upper_clock::time_point refresh(anchor& a) noexcept {
     return steady::now();
   }
   const sample s = take_sample();
-  // Check the extrapolation being replaced, just past its window. Its error grows with
-  // the distance from the anchor, so within the window it was at most half this bound.
-  const std::uint64_t cycles = s.tsc - a.tsc;
+  // Check the extrapolation being replaced, just past its window, against the TSC read
+  // after the clock (see take_sample). Its error grows with the distance from the
+  // anchor, so within the window it was at most half this bound.
+  const std::uint64_t cycles = s.tsc_after - a.tsc;
   if (a.mult != 0 && cycles < 2 * a.max_cycles &&
       extrapolate(a, cycles) + 2 * upper_clock::margin.count() < s.ns)
     failed.store(true, std::memory_order_relaxed);
 
   a.tsc = s.tsc;
   a.ns = s.ns;
+  // A rate from a loose pair (the thread preempted between the reads) would run fast:
+  // safe, but later than it need be. Keep the last rate then, if there is one.
+  const bool tight = s.tsc_after - s.tsc < tight_read_cycles;
+  if (!tight && a.mult != 0 && !failed.load(std::memory_order_relaxed))
+    return steady::time_point(steady::duration(s.ns));
   a.mult = 0;
   const std::int64_t baseline_ns = s.ns - first->ns;
   const std::uint64_t baseline_cycles = s.tsc - first->tsc;
