@@ -100,6 +100,7 @@ struct anchor {
   std::int64_t ns = 0;
   std::uint64_t mult = 0;
   std::uint64_t max_cycles = 0; // max_extrapolation in TSC cycles
+  std::int64_t last_ns = 0;     // the latest reading now() returned on this thread
 };
 thread_local anchor this_thread;
 
@@ -153,9 +154,16 @@ upper_clock::time_point refresh(anchor& a) noexcept {
 upper_clock::time_point upper_clock::now() noexcept {
   anchor& a = this_thread;
   const std::uint64_t cycles = __rdtsc() - a.tsc;
-  if (a.mult != 0 && cycles < a.max_cycles)
-    return time_point(std::chrono::nanoseconds(extrapolate(a, cycles) + margin.count()));
-  return refresh(a);
+  std::int64_t ns = a.mult != 0 && cycles < a.max_cycles
+                        ? extrapolate(a, cycles) + margin.count()
+                        : refresh(a).time_since_epoch().count();
+  // Never less than the thread's last reading, as steady_clock: a refresh replaces an
+  // extrapolation that ran up to `margin` ahead with the clock itself, and two deadlines
+  // set one after the other for d and d + 1 ns (a delay queue's pushes) must not come
+  // out in the other order. Still an upper bound: the last reading was one.
+  if (ns < a.last_ns) ns = a.last_ns;
+  a.last_ns = ns;
+  return time_point(std::chrono::nanoseconds(ns));
 }
 
 bool upper_clock::extrapolating() noexcept {

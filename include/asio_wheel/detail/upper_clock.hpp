@@ -30,7 +30,8 @@ struct upper_clock {
   static constexpr std::chrono::nanoseconds max_extrapolation{1000000};
 
   // At least steady_clock::now() at the moment of the call; at most about `margin`
-  // later (a steady_clock read's own latency aside).
+  // later (a steady_clock read's own latency aside). Monotonic on each thread: never
+  // less than the thread's previous reading.
   static time_point now() noexcept;
 
   // Whether now() extrapolates (false: it reads steady_clock). Becomes true once the
