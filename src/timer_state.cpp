@@ -48,9 +48,10 @@ void timer_state::take_over(timer_state& from) noexcept {
 
 std::size_t timer_state::expired(timer_state& timer, due_step& step) {
   const steady_time expiry = timer.expiry_.load(std::memory_order_acquire);
-  if (expiry > step.now) {
+  if (!step.shard.reached_locked(expiry)) {
     // reset_at raised it after the wheel took the entry as due: back at the raised
-    // deadline tick, which is past the wheel's now since the expiry is past step.now.
+    // deadline tick, which the wheel has not reached. By ticks, not by step.now: a
+    // deadline is its expiry rounded up to the tick, and completes in tick order.
     step.shard.relink_locked(timer, expiry);
     assert(!timer.is_due());
     return 1; // no completion, but a piece of the step's budget

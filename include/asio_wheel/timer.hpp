@@ -220,7 +220,10 @@ public:
   void reset_at(time_point t) { state_.reset_at(t); }
 
   // reset_at(now() + d), saturated like expires_after.
-  void reset_after(duration d) { state_.reset_at(state_.shard->deadline_after(d)); }
+  void reset_after(duration d) {
+    const auto [t, not_due_before] = state_.shard->deadline_after_with_bound(d);
+    state_.reset_at(t, not_due_before);
+  }
 
   // Starts an asynchronous wait for the expiry. Completion signature
   // void(error_code); any completion token, defaulting to the

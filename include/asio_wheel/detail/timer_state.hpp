@@ -47,13 +47,20 @@ struct timer_state : wait_list {
   // A later finite expiry, the idle-connection path, takes no lock: it raises the
   // entry's deadline tick, then stores the expiry (wheel::raise). The lock's atomic
   // instructions would order the CPU's memory accesses on every reset, so that the
-  // cache misses of resets to random timers could not overlap. Where the entry is,
-  // the raise is right: in a slot it stays (the lazy rule); taken as due already, the
-  // step sees the later expiry and puts it back (expired); unlinked (no wait), only the
-  // expiry counts. A step that read the expiry before the store completes the waits:
-  // they were handed over before the reset, which then finds none, as documented.
-  void reset_at(steady_time t) {
-    if (t >= expiry() && t != steady_time::max()) {
+  // cache misses of resets to random timers could not overlap. Only while the old
+  // expiry is still ahead of the clock (not_due_before), so that the wheel cannot have
+  // taken the entry as due: then a later deadline leaves it in its slot (the lazy rule),
+  // or, unlinked (no wait), only the expiry counts. Should the wheel take it as due
+  // meanwhile (another thread's step, in the nanoseconds between), the step sees the
+  // later expiry and puts it back (expired), or read the expiry before the store and
+  // completes the waits: handed over before the reset, which then finds none, as
+  // documented. Manual mode always takes the lock.
+  void reset_at(steady_time t) { reset_at(t, shard->not_due_before()); }
+  // reset_at(t), where `not_due_before` is a not_due_before() reading (reset_after
+  // passes the one its deadline started from: one clock read, not two).
+  void reset_at(steady_time t, steady_time not_due_before) {
+    const steady_time old = expiry();
+    if (t >= old && t != steady_time::max() && old > not_due_before) {
       shard->raise(*this, t);
       set_expiry(t);
       return;

@@ -67,6 +67,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 namespace asio_wheel::detail {
 
@@ -203,6 +204,27 @@ public:
     else
       wheel_.insert(e, k);
     driver_follows_locked(e, k);
+  }
+  // deadline_after(d), with the not_due_before() reading it started from.
+  std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d) const {
+    if (!clock_.manual()) {
+      const steady_time base = wheel_clock::steady_deadline_base();
+      return {saturating_add(base, d), base};
+    }
+    return {saturating_add(now(), d), steady_time::max()};
+  }
+  // A time the wheel has surely not reached yet, for an owner without the lock: an
+  // entry whose expiry is later is not due (reset_at's lock-free path). The upper bound
+  // of the clock in steady mode; in manual mode time_point::max(), so that nothing
+  // counts as not due there (virtual time is read under the lock).
+  steady_time not_due_before() const noexcept {
+    return clock_.manual() ? steady_time::max() : wheel_clock::steady_deadline_base();
+  }
+  // Whether the wheel has reached t's tick (t rounded up to the tick, as a deadline is):
+  // what an entry's owner checks against a deadline that may have moved after the
+  // wheel took the entry as due (timer_state::expired).
+  bool reached_locked(steady_time t) const noexcept {
+    return clock_.to_tick(t) <= wheel_.now();
   }
   // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
   // owner may be raising meanwhile, and makes the driver agree as schedule_locked does.
