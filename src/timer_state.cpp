@@ -47,12 +47,15 @@ void timer_state::take_over(timer_state& from) noexcept {
 }
 
 std::size_t timer_state::expired(timer_state& timer, due_step& step) {
+  // The expiry first (acquire), then the deadline tick: reset_at raises the tick before
+  // it stores the expiry, so the tick read is at least this expiry's. By ticks, not by
+  // step.now: a deadline is its expiry rounded up to the tick, and completes in tick
+  // order (and no division on the storm's path).
   const steady_time expiry = timer.expiry_.load(std::memory_order_acquire);
-  if (!step.shard.reached_locked(expiry)) {
+  if (!step.shard.reached_locked(timer)) {
     // reset_at raised it after the wheel took the entry as due: back at the raised
-    // deadline tick, which the wheel has not reached. By ticks, not by step.now: a
-    // deadline is its expiry rounded up to the tick, and completes in tick order.
-    step.shard.relink_locked(timer, expiry);
+    // deadline tick, which the wheel has not reached.
+    step.shard.relink_locked(timer);
     assert(!timer.is_due());
     return 1; // no completion, but a piece of the step's budget
   }

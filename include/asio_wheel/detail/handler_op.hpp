@@ -25,9 +25,9 @@
 #include <asio_wheel/detail/config.hpp>
 
 #include <cassert>
+#include <exception>
 #include <memory>
 #include <tuple>
-#include <exception>
 #include <type_traits>
 #include <utility>
 

@@ -278,10 +278,9 @@ private:
   // completes it inline in its step: the wait is cancelled once per quiet moment of
   // every stream, and an aborted completion sent through a strand (the stream's
   // executor, often) would cost a dispatch and the strand's queue for nothing. It may
-  // run on any thread the context runs: an aborted
-  // wait (we cancelled it) touches nothing; any other completion is taken to the
-  // stream's executor (immutable after construction, so it may be read here), where
-  // the state is safe to use.
+  // run on any thread the context runs: an aborted wait (we cancelled it) touches
+  // nothing; any other completion is taken to the stream's executor (immutable after
+  // construction, so it may be read here), where the state is safe to use.
   struct wait_handler {
     std::weak_ptr<timed_stream_state> state;
     unsigned generation;

@@ -107,10 +107,9 @@ public:
     e.deadline.store(deadline, std::memory_order_relaxed);
     place(e, deadline);
   }
-  // Links an unlinked entry at its own deadline, read once: if its owner raises it
-  // meanwhile (raise), the entry sits where the earlier one put it, as the lazy rule
-  // allows.
-  // Returns the deadline it was placed for.
+  // Links an unlinked entry at its own deadline, read once, and returns that deadline:
+  // if its owner raises it meanwhile (raise), the entry sits where the earlier one put
+  // it, as the lazy rule allows.
   tick_t relink(wheel_entry& e) {
     const tick_t deadline = e.deadline_tick();
     place(e, deadline);

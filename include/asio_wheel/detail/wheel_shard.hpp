@@ -179,8 +179,15 @@ public:
   steady_time now() const;
   // now() + d for a deadline, saturated; in steady mode from the cheap upper bound.
   steady_time deadline_after(steady_duration d) const {
-    if (!clock_.manual()) return saturating_add(wheel_clock::steady_deadline_base(), d);
-    return saturating_add(now(), d);
+    return deadline_after_with_bound(d).first;
+  }
+  // deadline_after(d), with the not_due_before() reading it started from.
+  std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d) const {
+    if (!clock_.manual()) {
+      const steady_time base = wheel_clock::steady_deadline_base();
+      return {saturating_add(base, d), base};
+    }
+    return {saturating_add(now(), d), steady_time::max()};
   }
   // The first time the wheel can complete something due at t: t rounded up to the
   // tick. Lateness is measured from it, so that the rounding never counts as late.
@@ -205,14 +212,6 @@ public:
       wheel_.insert(e, k);
     driver_follows_locked(e, k);
   }
-  // deadline_after(d), with the not_due_before() reading it started from.
-  std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d) const {
-    if (!clock_.manual()) {
-      const steady_time base = wheel_clock::steady_deadline_base();
-      return {saturating_add(base, d), base};
-    }
-    return {saturating_add(now(), d), steady_time::max()};
-  }
   // A time the wheel has surely not reached yet, for an owner without the lock: an
   // entry whose expiry is later is not due (reset_at's lock-free path). The upper bound
   // of the clock in steady mode; in manual mode time_point::max(), so that nothing
@@ -220,26 +219,14 @@ public:
   steady_time not_due_before() const noexcept {
     return clock_.manual() ? steady_time::max() : wheel_clock::steady_deadline_base();
   }
-  // Whether the wheel has reached t's tick (t rounded up to the tick, as a deadline is):
-  // what an entry's owner checks against a deadline that may have moved after the
-  // wheel took the entry as due (timer_state::expired).
-  bool reached_locked(steady_time t) const noexcept {
-    return clock_.to_tick(t) <= wheel_.now();
+  // Whether the wheel has reached `e`'s deadline tick: false only for an entry taken
+  // as due whose owner raised its deadline since (timer_state::expired).
+  bool reached_locked(const shard_entry& e) const noexcept {
+    return e.deadline_tick() <= wheel_.now();
   }
   // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
   // owner may be raising meanwhile, and makes the driver agree as schedule_locked does.
-  // That tick is at least t's when the owner raised it for t before storing t (as
-  // reset_at does); if two threads broke the one-thread rule, it may lag, and then the
-  // entry goes to t's tick, so that it never comes round again before t.
-  void relink_locked(shard_entry& e, steady_time t) {
-    const tick_t k = clock_.to_tick(t);
-    if (e.deadline_tick() >= k) {
-      driver_follows_locked(e, wheel_.relink(e));
-    } else {
-      wheel_.insert(e, k);
-      driver_follows_locked(e, k);
-    }
-  }
+  void relink_locked(shard_entry& e) { driver_follows_locked(e, wheel_.relink(e)); }
   // Without the lock, by the entry's owner only: raises `e`'s deadline tick to that of
   // t, a later finite time (wheel::raise). The driver needs no word: a later deadline
   // never needs an earlier wake-up.
