@@ -9,6 +9,9 @@ namespace {
 
 constexpr unsigned word_bits = 64;
 
+// Asks for the cache line of an entry that a walk will read a few entries later.
+inline void prefetch(const void* p) noexcept { __builtin_prefetch(p, 1); }
+
 // Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
 // of the tick range are handled as "no higher digits".
 constexpr tick_t high_part(tick_t t, unsigned shift) noexcept {
@@ -25,7 +28,7 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       top_base_(static_cast<std::uint32_t>((levels - 1) * slots)),
       // (levels - 1) * shift_ <= 64 - shift_ < 64: the shift is defined.
       top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
-      lists_(new entry_list[slots * levels]),
+      slots_lists_(new slot_lists[slots * levels]),
       bits_(levels * words_, 0),
       top_due_(new tick_t[slots]) {
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
@@ -44,6 +47,13 @@ std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexce
   return static_cast<std::uint32_t>(level * slots_ + slot);
 }
 
+bool wheel::slot_empty(std::uint32_t index) const noexcept {
+  const entry_list* c = chains(index);
+  for (std::size_t k = 0; k < slot_chains; ++k)
+    if (!c[k].empty()) return false;
+  return true;
+}
+
 bool wheel::occupied(std::uint32_t index) const noexcept {
   const std::size_t slot = index & (slots_ - 1);
   return (bitmap(index >> shift_)[slot / word_bits] >> (slot % word_bits)) & 1;
@@ -59,8 +69,9 @@ void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
 void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept {
   // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
-  const bool was_empty = lists_[index].empty();
-  lists_[index].push_back(e);
+  const bool was_empty = !occupied(index);
+  chains(index)[next_chain_++ % slot_chains].push_back(e);
+  static_assert(has_single_bit(slot_chains), "the modulo is a mask");
   e.where = index;
   ++slotted_;
   set_occupied(index, true);
@@ -92,11 +103,12 @@ void wheel::remove(wheel_entry& e) noexcept {
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
   if (e.is_due()) --due_count_;
+  const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
   if (slotted) {
     --slotted_;
-    if (lists_[index].empty()) {
+    if (empties_chain && slot_empty(index)) {
       set_occupied(index, false);
       // top_next_ may stay a lower bound, but not when the slot that made it is gone:
       // an empty or stale top would cost a wake-up for nothing.
@@ -165,19 +177,44 @@ tick_t wheel::next_slot_tick() const noexcept {
 
 bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
   const std::uint32_t index = slot_index(level, t);
-  entry_list& list = lists_[index];
+  entry_list* const chain = chains(index);
+  // One cursor per chain; the chains take turns (see "Chains" in wheel.hpp), and the
+  // line of a chain's next entry is asked for as soon as the walk knows where it is.
+  // A turn is one entry that leaves the slot; an entry that stays (a top-level round
+  // not yet come) takes none, so that the order in which entries leave does not
+  // depend on where a due_limit stopped the walk: it resumes with the chain whose turn
+  // it was (resume_chain_), and walks past the ones that stayed again.
+  entry_list::iterator at[slot_chains] = {};
+  std::size_t walking = 0; // chains whose cursor has not reached the end
+  for (std::size_t k = 0; k < slot_chains; ++k) {
+    at[k] = chain[k].begin();
+    if (at[k] != chain[k].end()) {
+      prefetch(&*at[k]);
+      ++walking;
+    }
+  }
   tick_t stays_until = never_tick; // top level: when the entries that stay come due
   bool finished = true;
-  for (auto it = list.begin(); it != list.end();) {
-    wheel_entry& e = *it;
+  std::size_t k = resume_chain_; // whose turn it is
+  resume_chain_ = 0;
+  while (walking != 0) {
+    if (at[k] == chain[k].end()) {
+      k = (k + 1) % slot_chains;
+      continue;
+    }
+    wheel_entry& e = *at[k];
     // Read once: its owner may raise it meanwhile (wheel::raise), and every decision
     // below must be about one value.
     const tick_t deadline = e.deadline_tick();
     if (deadline <= t && due_count_ >= due_limit) {
       finished = false; // the rest stays in the slot, for the tick's resumption
+      resume_chain_ = k;
       break;
     }
-    ++it;
+    if (++at[k] == chain[k].end())
+      --walking;
+    else
+      prefetch(&*at[k]);
     assert(deadline != never_tick); // such entries live on the never list
     assert(e.where == index);       // who owns the node: this slot
     // The lazy rule's invariant: a slot comes due no later than its entries' deadlines
@@ -189,6 +226,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       due_.push_back(e);
       e.where = wheel_entry::in_due;
       ++due_count_;
+      k = (k + 1) % slot_chains;
     } else {
       // Re-placed relative to now == t: a lower level, or this very slot for a top
       // level entry whose round has not come yet (it then stays where it is).
@@ -197,12 +235,13 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
         e.unlink();
         --slotted_;
         link(e, target, deadline);
+        k = (k + 1) % slot_chains;
       } else {
         stays_until = std::min(stays_until, top_slot_start(deadline));
       }
     }
   }
-  if (list.empty())
+  if (slot_empty(index))
     set_occupied(index, false);
   else if (is_top(index))
     top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
@@ -238,6 +277,7 @@ bool wheel::process_tick(tick_t t, std::size_t first_level, std::size_t due_limi
     }
   }
   resume_level_ = no_resume;
+  resume_chain_ = 0;
   return true;
 }
 
@@ -275,7 +315,8 @@ wheel_entry* wheel::pop_due() noexcept {
 
 void wheel::clear() noexcept {
   auto mark = [](wheel_entry* e) { e->where = wheel_entry::unlinked; };
-  for (std::size_t i = 0; i < slots_ * levels_; ++i) lists_[i].clear_and_dispose(mark);
+  for (std::size_t i = 0; i < slots_ * levels_; ++i)
+    for (auto& chain : slots_lists_[i].chains) chain.clear_and_dispose(mark);
   due_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);
   std::fill(bits_.begin(), bits_.end(), 0);
@@ -284,6 +325,7 @@ void wheel::clear() noexcept {
   slotted_ = 0;
   due_count_ = 0;
   resume_level_ = no_resume;
+  resume_chain_ = 0;
 }
 
 } // namespace asio_wheel::detail

@@ -26,6 +26,7 @@ public:
   using pointer = T*;
   using reference = T&;
 
+  node_iterator() noexcept : at_(nullptr), last_(nullptr) {}
   explicit node_iterator(Hook* at, const Hook* last = nullptr) noexcept
       : at_(at), last_(last) {}
   T& operator*() const noexcept { return static_cast<T&>(*at_); }
@@ -61,6 +62,8 @@ public:
   }
 
   bool is_linked() const noexcept { return next_ != nullptr; }
+  // Whether this linked node is the only one in its list (both links are the sentinel).
+  bool alone() const noexcept { return is_linked() && prev_ == next_; }
   list_hook* next() const noexcept { return next_; }
 
   // Takes the node out of whatever list holds it. O(1).

@@ -35,6 +35,13 @@
 //
 // Finding work: each level keeps an occupancy bitmap, so the next tick at which any
 // slot comes due is a few word scans away; empty ticks cost nothing.
+//
+// Chains. A slot is not one list but `slot_chains` lists (chains), and links go to
+// them in turn. A list walk cannot read an entry before the one ahead of it has told it
+// where it is, so walking one list of cold entries waits out one cache miss per entry;
+// a slot's walk takes an entry from each chain in turn, and the misses of the chains
+// overlap. Entries of one slot that come due at one tick leave in no particular order
+// among themselves (the due order is by tick; ties have none).
 #ifndef ASIO_WHEEL_DETAIL_WHEEL_HPP
 #define ASIO_WHEEL_DETAIL_WHEEL_HPP
 
@@ -167,7 +174,8 @@ public:
   template <class F>
   void for_each(F f) {
     for (std::size_t i = 0; i < slots_ * levels_; ++i)
-      for (auto& e : lists_[i]) f(e);
+      for (auto& chain : slots_lists_[i].chains)
+        for (auto& e : chain) f(e);
     for (auto& e : due_) f(e);
     for (auto& e : never_) f(e);
   }
@@ -180,6 +188,10 @@ public:
 
   std::size_t slots() const noexcept { return slots_; }
   std::size_t levels() const noexcept { return levels_; }
+
+  // The lists per slot (see "Chains" at the top). Four: enough to keep several misses
+  // in flight, and the sentinels of a slot still share one cache line.
+  static constexpr std::size_t slot_chains = 4;
 
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
@@ -194,8 +206,11 @@ private:
   bool process_top(tick_t t, std::size_t due_limit);
   void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
-  // Links `e` into slot list `index`, the one for `deadline` (its deadline as read).
+  // Links `e` into slot `index`, the one for `deadline` (its deadline as read).
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept;
+  // The chains of slot `index`: slot_chains lists.
+  entry_list* chains(std::uint32_t index) const noexcept { return slots_lists_[index].chains; }
+  bool slot_empty(std::uint32_t index) const noexcept;
   // Processes the slot of `level` at t; false if due_limit stopped it with entries
   // left (then they stay, and the tick is unfinished).
   bool process_slot(std::size_t level, tick_t t, std::size_t due_limit);
@@ -204,7 +219,7 @@ private:
   bool process_tick(tick_t t, std::size_t first_level, std::size_t due_limit);
   // The tick at which an occupied slot next comes due.
   tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
-  // The occupancy bit of slot list `index` (level * slots + slot): set iff non-empty.
+  // The occupancy bit of slot `index` (level * slots + slot): set iff non-empty.
   bool occupied(std::uint32_t index) const noexcept;
   void set_occupied(std::uint32_t index, bool on) noexcept;
   // First occupied slot >= from on `level`, or slots_ if none.
@@ -228,8 +243,15 @@ private:
   // entries due at now_ may still sit in those slots; next_slot_tick() is now_.
   static constexpr std::size_t no_resume = std::numeric_limits<std::size_t>::max();
   std::size_t resume_level_ = no_resume;
-  std::unique_ptr<entry_list[]> lists_;  // levels * slots
-  std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> list non-empty
+  std::size_t resume_chain_ = 0; // and the chain whose turn it was (process_slot)
+  // A slot's chains: their sentinels fill one cache line, which a link, an unlink that
+  // empties a chain and a slot's walk read.
+  struct alignas(64) slot_lists {
+    entry_list chains[slot_chains];
+  };
+  std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
+  std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> slot non-empty
+  std::uint32_t next_chain_ = 0;         // the chain the next link goes to (mod slot_chains)
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be
   // processed, top_slot_start() of its earliest deadline (entries leaving do not raise
   // it). top_next_: their least over the occupied slots, recomputed when the slot that
