@@ -182,6 +182,12 @@ BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering
   std::vector<int> expired;
   for (int i : order)
     if (i != 249) expired.push_back(i);
+  // Expiry order: the waits of each tick (i / 100) before those of the next; within a
+  // tick in no particular order. Each exactly once.
+  BOOST_REQUIRE(expired.size() == 249u);
+  for (std::size_t k = 1; k < expired.size(); ++k)
+    BOOST_TEST(expired[k - 1] / 100 <= expired[k] / 100);
+  std::sort(expired.begin(), expired.end());
   for (int i = 0; i < 249; ++i) BOOST_TEST(expired[static_cast<std::size_t>(i)] == i);
   BOOST_TEST(codes[249] == aborted);
   BOOST_TEST(!codes[248]);
