@@ -29,10 +29,10 @@ namespace {
 using duration = wheel_service::duration;
 
 constexpr std::size_t max_shards = 16;
-// The most slot lists all shards may hold together: 2^23 lists of 16 bytes, 128 MiB,
-// built in well under a second. (Every slot of every level of every shard is a list
-// head, allocated and constructed by install().)
-constexpr std::size_t max_slot_lists = std::size_t{1} << 23;
+// The most slots all shards may hold together: 2^20 slots of 128 bytes (their chains'
+// list heads), 128 MiB, built in well under a second. (Every slot of every level of
+// every shard is allocated and constructed by install().)
+constexpr std::size_t max_total_slots = std::size_t{1} << 20;
 
 const wheel_options& validated(const wheel_options& o) {
   if (o.tick <= duration::zero())
@@ -90,14 +90,14 @@ std::size_t shard_count_for(net::execution_context& ctx, const wheel_options& o)
 std::size_t checked_shard_count(net::execution_context& ctx, const wheel_options& o) {
   const std::size_t shards = shard_count_for(ctx, o);
   // slots <= 2^20 and levels <= 64 (validated), shards <= 16: no overflow.
-  const std::size_t lists = o.slots * o.levels * shards;
-  if (lists > max_slot_lists)
+  const std::size_t slots = o.slots * o.levels * shards;
+  if (slots > max_total_slots)
     throw std::invalid_argument(
         "asio_wheel: wheel_options: " + std::to_string(o.slots) + " slots * " +
         std::to_string(o.levels) + " levels * " + std::to_string(shards) +
-        " shards would take " + std::to_string(lists * sizeof(detail::entry_list) >> 20) +
-        " MiB of slot lists; at most " + std::to_string(max_slot_lists) +
-        " lists (128 MiB) are allowed: use fewer slots, levels or shards");
+        " shards would take " + std::to_string(slots * detail::wheel::slot_bytes >> 20) +
+        " MiB of slots; at most " + std::to_string(max_total_slots) +
+        " slots (128 MiB) are allowed: use fewer slots, levels or shards");
   return shards;
 }
 

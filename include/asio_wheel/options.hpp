@@ -38,10 +38,10 @@ enum class shard_policy {
 // Options of a context's wheel; install() validates them. The defaults were chosen by
 // benchmark (see README, "Choosing tick, slots and levels").
 //
-// Memory: every slot of every level of every shard is a 16-byte list head, allocated
-// and constructed at install(): slots * levels * shards * 16 bytes (the defaults: 16 KiB
-// a shard). install() rejects geometries above 2^23 lists (128 MiB), such as 2^20 slots *
-// 3 levels * 16 shards, with std::invalid_argument.
+// Memory: every slot of every level of every shard is 128 bytes (eight list heads, see
+// detail/wheel.hpp), allocated and constructed at install(): slots * levels * shards *
+// 128 bytes (the defaults: 128 KiB a shard). install() rejects geometries above 2^20
+// slots in all (128 MiB), such as 2^20 slots * 3 levels, with std::invalid_argument.
 struct wheel_options {
   std::chrono::steady_clock::duration tick = std::chrono::milliseconds(1); // resolution
   std::size_t slots = 256;           // slots per level, power of two >= 2

@@ -95,7 +95,7 @@ private:
 // Creates the context's wheel_service with these options. Throws std::invalid_argument
 // for bad options (tick <= 0; slots not a power of two in [2, 2^20]; levels == 0 or
 // levels * log2(slots) > 64; shards > 16, or shards > 1 with the manual clock; a
-// geometry over 2^23 slot lists in all) and net::service_already_exists if the context
+// geometry over 2^20 slots in all) and net::service_already_exists if the context
 // already has one (a timer constructed on it creates one with defaults).
 wheel_service& install(net::execution_context& ctx, const wheel_options& opts);
 

@@ -193,6 +193,8 @@ public:
   // flight (measured, W3 at 1M: one list 370 ms, four 210, eight 165); a slot's
   // sentinels fill two cache lines, 128 KiB for the default 256 x 4 slots.
   static constexpr std::size_t slot_chains = 8;
+  // The memory of one slot, allocated with the wheel.
+  static constexpr std::size_t slot_bytes = slot_chains * sizeof(entry_list);
 
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
@@ -250,6 +252,7 @@ private:
   struct alignas(64) slot_lists {
     entry_list chains[slot_chains];
   };
+  static_assert(sizeof(slot_lists) == slot_bytes, "a slot is its chains' sentinels");
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> slot non-empty
   std::uint32_t next_chain_ = 0;         // the chain the next link goes to (mod slot_chains)
