@@ -9,6 +9,8 @@ namespace {
 
 constexpr unsigned word_bits = 64;
 
+static_assert(has_single_bit(wheel::slot_chains), "a chain number modulo slot_chains is a mask");
+
 // Asks for the cache line of an entry that a walk will read a few entries later.
 inline void prefetch(const void* p) noexcept { __builtin_prefetch(p, 1); }
 
@@ -71,7 +73,6 @@ void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept 
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
   const bool was_empty = !occupied(index);
   chains(index)[next_chain_++ % slot_chains].push_back(e);
-  static_assert(has_single_bit(slot_chains), "the modulo is a mask");
   e.where = index;
   ++slotted_;
   set_occupied(index, true);

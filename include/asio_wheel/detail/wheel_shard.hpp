@@ -181,13 +181,11 @@ public:
   steady_time deadline_after(steady_duration d) const {
     return deadline_after_with_bound(d).first;
   }
-  // deadline_after(d), with the not_due_before() reading it started from.
+  // deadline_after(d), with a not_due_before() reading: in steady mode that reading is
+  // the deadline's base itself (one clock read, not two).
   std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d) const {
-    if (!clock_.manual()) {
-      const steady_time base = wheel_clock::steady_deadline_base();
-      return {saturating_add(base, d), base};
-    }
-    return {saturating_add(now(), d), steady_time::max()};
+    const steady_time bound = not_due_before();
+    return {saturating_add(clock_.manual() ? now() : bound, d), bound};
   }
   // The first time the wheel can complete something due at t: t rounded up to the
   // tick. Lateness is measured from it, so that the rounding never counts as late.
