@@ -4,32 +4,37 @@
 namespace asio_wheel::detail {
 
 void timer_state::start_wait(wheel_op& op) {
-  auto guard = shard->lock();
-  shard->admit(guard, *this, op, expiry());
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
+  shard.admit(guard, *this, op, expiry());
 }
 
 std::size_t timer_state::cancel() {
-  auto guard = shard->lock();
-  return shard->abort_all_locked(*this);
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
+  return shard.abort_all_locked(*this);
 }
 
 std::size_t timer_state::cancel_one() {
-  auto guard = shard->lock();
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
   if (ops.empty()) return 0;
-  shard->abort_locked(*this, ops.front());
+  shard.abort_locked(*this, ops.front());
   return 1;
 }
 
 std::size_t timer_state::expires_at(steady_time t) {
-  auto guard = shard->lock();
-  const std::size_t n = shard->abort_all_locked(*this);
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
+  const std::size_t n = shard.abort_all_locked(*this);
   set_expiry(t);
   return n;
 }
 
 void timer_state::take_over(timer_state& from) noexcept {
-  shard = from.shard;
-  auto guard = shard->lock();
+  owner_index = from.owner_index;
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
   set_expiry(from.expiry());
   if (from.holds_inline_op()) {
     // The op in from's buffer moves to ours, keeping its place among the waits.
@@ -43,7 +48,7 @@ void timer_state::take_over(timer_state& from) noexcept {
     from.set_holds_inline_op(false);
     set_holds_inline_op(true);
   }
-  shard->move_list_locked(from, *this);
+  shard.move_list_locked(from, *this);
 }
 
 std::size_t timer_state::expired(timer_state& timer, due_step& step) {

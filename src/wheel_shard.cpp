@@ -8,7 +8,10 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <mutex>
+#include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace asio_wheel::detail {
 
@@ -20,19 +23,60 @@ namespace {
                      [&op](const wheel_op& o) { return &o == &op; });
 }
 
+// The indexes of live shards: handed out in order, reused after their shard is gone.
+class shard_indexes {
+public:
+  std::uint16_t take() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!free_.empty()) {
+      const std::uint16_t i = free_.back();
+      free_.pop_back();
+      return i;
+    }
+    if (next_ == wheel_shard::max_live)
+      throw std::length_error("asio_wheel: more than 65536 wheel shards alive at once "
+                              "(io_contexts times shards per context)");
+    return static_cast<std::uint16_t>(next_++);
+  }
+  void give_back(std::uint16_t i) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    free_.push_back(i);
+  }
+
+private:
+  std::mutex mutex_;
+  std::size_t next_ = 0;
+  std::vector<std::uint16_t> free_;
+};
+
+// Never destroyed: a shard may be destroyed during static destruction (a context with
+// static storage duration), after a static shard_indexes would be gone.
+shard_indexes& indexes() {
+  static shard_indexes* const all = new shard_indexes;
+  return *all;
+}
+
 } // namespace
+
+std::atomic<wheel_shard*> wheel_shard::live_[wheel_shard::max_live];
 
 wheel_shard::wheel_shard(net::execution_context& ctx, const wheel_options& opts,
                          steady_time epoch, bool locking,
                          std::atomic<std::size_t>& pending_total)
-    : context_(ctx),
+    : index_(indexes().take()),
+      context_(ctx),
       options_(opts),
       mutex_(locking),
       wheel_(opts.slots, opts.levels),
       clock_(opts.clock, opts.tick, epoch),
-      pending_total_(pending_total) {}
+      pending_total_(pending_total) {
+  live_[index_].store(this, std::memory_order_release);
+}
 
-wheel_shard::~wheel_shard() = default;
+wheel_shard::~wheel_shard() {
+  live_[index_].store(nullptr, std::memory_order_relaxed);
+  indexes().give_back(index_);
+}
 
 void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
   auto guard = lock();

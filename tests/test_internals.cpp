@@ -1,5 +1,6 @@
-// The two process-wide pieces under the I/O objects: upper_clock (the clock reading
-// behind every relative deadline) and op_memory (the default home of operations).
+// The process-wide pieces under the I/O objects: upper_clock (the clock reading behind
+// every relative deadline), op_memory (the default home of operations) and the index
+// of live shards (by which a timer names its shard).
 #define BOOST_TEST_MODULE internals
 #include <boost/test/unit_test.hpp>
 
@@ -8,16 +9,20 @@
 #include <asio_wheel/detail/intrusive.hpp>
 #include <asio_wheel/detail/op_memory.hpp>
 #include <asio_wheel/detail/upper_clock.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
+#include <asio_wheel/timer.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 using asio_wheel::detail::upper_clock;
+namespace net = asio_wheel::net;
 using steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -201,4 +206,42 @@ BOOST_AUTO_TEST_CASE(op_queue_behaves_as_a_fifo_under_every_operation) {
     BOOST_TEST_REQUIRE(same(0));
     BOOST_TEST_REQUIRE(same(1));
   }
+}
+
+BOOST_AUTO_TEST_CASE(shard_indexes_name_live_shards_and_are_reused_after_them) {
+  using asio_wheel::detail::wheel_shard;
+  // One shard each: a's index is the one freed.
+  asio_wheel::wheel_options one_shard;
+  one_shard.shards = 1;
+  std::optional<net::io_context> a(std::in_place);
+  net::io_context b;
+  asio_wheel::install(*a, one_shard);
+  asio_wheel::install(b, one_shard);
+  wheel_shard& sa = asio_wheel::detail::shard_for(a->get_executor());
+  wheel_shard& sb = asio_wheel::detail::shard_for(b.get_executor());
+  BOOST_TEST(sa.index() != sb.index());
+  BOOST_TEST(&wheel_shard::at(sa.index()) == &sa);
+  BOOST_TEST(&wheel_shard::at(sb.index()) == &sb);
+
+  // a's index goes to the next shard built: a timer there must reach that shard, and
+  // b's timers still b's.
+  const std::uint16_t freed = sa.index();
+  a.reset();
+  net::io_context c;
+  asio_wheel::install(c, one_shard);
+  wheel_shard& sc = asio_wheel::detail::shard_for(c.get_executor());
+  BOOST_TEST(sc.index() == freed);
+  BOOST_TEST(&wheel_shard::at(freed) == &sc);
+
+  asio_wheel::timer on_b(b), on_c(c);
+  int b_done = 0, c_done = 0;
+  on_b.expires_after(0ms);
+  on_c.expires_after(0ms);
+  on_b.async_wait([&](asio_wheel::error_code ec) { b_done += !ec; });
+  on_c.async_wait([&](asio_wheel::error_code ec) { c_done += !ec; });
+  c.run();
+  BOOST_TEST(c_done == 1);
+  BOOST_TEST(b_done == 0);
+  b.run();
+  BOOST_TEST(b_done == 1);
 }

@@ -84,7 +84,7 @@ public:
   }
 
   basic_timer(const executor_type& ex, duration expiry) : basic_timer(ex) {
-    state_.set_expiry(state_.shard->deadline_after(expiry));
+    state_.set_expiry(state_.shard().deadline_after(expiry));
   }
 
   template <class ExecutionContext,
@@ -104,14 +104,14 @@ public:
   // Pending waits move along with the timer; the moved-from timer is left with no
   // waits and the same executor, as if newly constructed.
   basic_timer(basic_timer&& other) noexcept
-      : executor_(other.executor_), state_(*other.state_.shard) {
+      : executor_(other.executor_), state_(other.state_.shard()) {
     state_.take_over(other.state_);
   }
 
   template <class OtherExecutor,
             std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
   basic_timer(basic_timer<OtherExecutor>&& other) noexcept
-      : executor_(other.executor_), state_(*other.state_.shard) {
+      : executor_(other.executor_), state_(other.state_.shard()) {
     state_.take_over(other.state_);
   }
 
@@ -148,7 +148,7 @@ public:
 
   // expires_at(now() + d), saturated: duration::max() means never, a negative d means
   // already expired.
-  std::size_t expires_after(duration d) { return expires_at(state_.shard->deadline_after(d)); }
+  std::size_t expires_after(duration d) { return expires_at(state_.shard().deadline_after(d)); }
 
   // Pending waits complete with operation_aborted. Returns how many.
   std::size_t cancel() { return state_.cancel(); }
@@ -168,14 +168,14 @@ public:
   void wait(error_code& ec) {
     ec = error_code();
     const time_point t = state_.expiry();
-    if (state_.shard->options().clock == clock_mode::steady) {
+    if (state_.shard().options().clock == clock_mode::steady) {
       // sleep_until may return early (a signal, a spurious wake-up): look again.
       while (clock_type::now() < t) std::this_thread::sleep_until(t);
       return;
     }
     // Manual clock: only advance(), on another thread, moves time.
     auto pause = std::chrono::microseconds(50);
-    while (state_.shard->now() < t) {
+    while (state_.shard().now() < t) {
       std::this_thread::sleep_for(pause);
       pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
     }
@@ -202,7 +202,7 @@ public:
   // expiry() - now by the service's clock, saturated to the duration's range.
   duration expires_from_now() const {
     const duration::rep a = state_.expiry().time_since_epoch().count();
-    const duration::rep b = state_.shard->now().time_since_epoch().count();
+    const duration::rep b = state_.shard().now().time_since_epoch().count();
     if (b < 0 && a > duration::max().count() + b) return duration::max();
     if (b > 0 && a < duration::min().count() + b) return duration::min();
     return duration(a - b);
@@ -221,7 +221,7 @@ public:
 
   // reset_at(now() + d), saturated like expires_after.
   void reset_after(duration d) {
-    const auto [t, not_due_before] = state_.shard->deadline_after_with_bound(d);
+    const auto [t, not_due_before] = state_.shard().deadline_after_with_bound(d);
     state_.reset_at(t, not_due_before);
   }
 
@@ -252,7 +252,7 @@ private:
     void operator()(WaitHandler&& handler) const {
       detail::timer_state& state = self_->state_;
       detail::wheel_op* op = detail::make_handler_op<detail::plain_wait_op>(
-          std::forward<WaitHandler>(handler), *state.shard, state, self_->executor_,
+          std::forward<WaitHandler>(handler), state.shard(), state, self_->executor_,
           state.free_inline_buffer());
       state.start_wait(*op);
     }

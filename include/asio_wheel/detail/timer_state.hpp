@@ -17,9 +17,11 @@
 namespace asio_wheel::detail {
 
 struct timer_state : wait_list {
-  explicit timer_state(wheel_shard& s) noexcept : shard(&s) {}
+  explicit timer_state(wheel_shard& s) noexcept { owner_index = s.index(); }
 
-  wheel_shard* shard;     // where the timer lives; changes only by a move assignment
+  // Where the timer lives; changes only by a move assignment. Named by its index (in
+  // the entry's padding), which keeps the timer a pointer smaller.
+  wheel_shard& shard() const noexcept { return wheel_shard::at(owner_index); }
 
   // The expiry. Written by the timer's own thread only: under the shard's lock, except
   // for reset_at's raise. Read by that thread, and by a step (expired), which
@@ -55,21 +57,22 @@ struct timer_state : wait_list {
   // later expiry and puts it back (expired), or read the expiry before the store and
   // completes the waits: handed over before the reset, which then finds none, as
   // documented. Manual mode always takes the lock.
-  void reset_at(steady_time t) { reset_at(t, shard->not_due_before()); }
+  void reset_at(steady_time t) { reset_at(t, shard().not_due_before()); }
   // reset_at(t), where `not_due_before` is a not_due_before() reading (reset_after
   // passes the one its deadline started from: one clock read, not two).
   void reset_at(steady_time t, steady_time not_due_before) {
+    wheel_shard& shard = this->shard();
     const steady_time old = expiry();
     if (t >= old && t != steady_time::max() && old > not_due_before) {
-      shard->raise(*this, t);
+      shard.raise(*this, t);
       set_expiry(t);
       return;
     }
-    auto guard = shard->lock();
+    auto guard = shard.lock();
     set_expiry(t);
-    if (!ops.empty()) shard->schedule_locked(*this, t);
+    if (!ops.empty()) shard.schedule_locked(*this, t);
   }
-  // The timer moved from `from` (on shard `from.shard`) to *this, which has no waits:
+  // The timer moved from `from` (on shard `from.shard()`) to *this, which has no waits:
   // takes over its shard, expiry, place on the wheel and waits.
   void take_over(timer_state& from) noexcept;
 

@@ -81,6 +81,9 @@ struct wheel_entry : list_hook {
   // struct's padding, so a flag there costs an owner no bytes. Atomic because an owner
   // may read a flag outside its lock (see timer_state's inline operation).
   std::atomic<std::uint8_t> owner_bits{0};
+  // Also the owner's, also in padding: a timer keeps its shard's index here
+  // (wheel_shard::at), two bytes where a pointer would cost eight.
+  std::uint16_t owner_index = 0;
 
   tick_t deadline_tick() const noexcept { return deadline.load(std::memory_order_relaxed); }
   bool linked() const noexcept { return where != unlinked; }

@@ -161,6 +161,22 @@ public:
   net::execution_context& context() const noexcept { return context_; }
   const wheel_options& options() const noexcept { return options_; }
 
+  // ---- the process-wide index of live shards ----
+  //
+  // Every shard holds an index, unique among the shards alive in the process, by which
+  // a timer names it in two bytes of padding (wheel_entry::owner_index) instead of an
+  // 8-byte pointer. Taken at construction (std::length_error beyond max_live shards
+  // alive at once), given back at destruction for a later shard.
+  static constexpr std::size_t max_live = std::size_t{1} << 16;
+  std::uint16_t index() const noexcept { return index_; }
+  // The live shard of index i. Needs no lock: an object learns an index from its
+  // shard, so the shard's construction happens before any lookup of it.
+  static wheel_shard& at(std::uint16_t i) noexcept {
+    wheel_shard* s = live_[i].load(std::memory_order_relaxed);
+    assert(s != nullptr && "a shard index outlived its shard");
+    return *s;
+  }
+
   // The executor the driver and the steps run on: the plain executor of the context
   // (context_executor.hpp), given by the first I/O object (the first call wins), and
   // released by shutdown(). Set lazily because only an I/O object's executor type says
@@ -319,6 +335,9 @@ private:
   // another executor threw there (the rest went back to the ready queue).
   bool invoke(op_queue& batch);
 
+  static std::atomic<wheel_shard*> live_[max_live]; // by index; null where free
+
+  const std::uint16_t index_;
   net::execution_context& context_;
   const wheel_options& options_;
   mutable lock_type mutex_;
