@@ -9,6 +9,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -371,4 +375,62 @@ BOOST_AUTO_TEST_CASE(decreasing_delays_inside_one_tick_come_out_earliest_first) 
     BOOST_TEST(got[i] + 1 == got[i + 1]); // a tie: push order
     if (i + 2 < got.size()) BOOST_TEST(got[i + 2] == got[i] - 2); // then the next expiry
   }
+}
+
+// The expired queue alone (a sorted run with a heap beside it), against a std::map of
+// the same keys: pushes mostly in key order (the run) with some out of it (the heap),
+// pops, erases anywhere (holes in the run), so that the ring wraps, grows, and fills
+// with holes (pushes then go to the heap). The front must always be the least key.
+BOOST_AUTO_TEST_CASE(expired_queue_fronts_the_least_key_under_every_operation) {
+  struct node {
+    asio_wheel::detail::steady_time expiry;
+    std::uint64_t seq = 0;
+    std::uint64_t expired_place = 0;
+  };
+  using key = std::pair<asio_wheel::detail::steady_time, std::uint64_t>;
+  asio_wheel::detail::expired_queue<node> q;
+  std::deque<node> nodes; // stable addresses
+  std::map<key, node*> ref;
+  std::mt19937 rng(20261124);
+  auto t = asio_wheel::detail::steady_time();
+  std::uint64_t seq = 0;
+  std::size_t checked = 0;
+  auto check_front = [&] {
+    BOOST_REQUIRE_EQUAL(q.empty(), ref.empty());
+    if (!ref.empty()) BOOST_REQUIRE(&q.top() == ref.begin()->second);
+    ++checked;
+  };
+  for (int step = 0; step < 50000; ++step) {
+    const unsigned r = rng() % 16;
+    if (r < 7 || ref.empty()) {
+      // In order, a tie (push order breaks it), or one that comes before the back.
+      const unsigned how = rng() % 8;
+      const auto expiry = how == 0 ? t - std::chrono::nanoseconds(rng() % 50)
+                          : how == 1 ? t
+                                     : (t += std::chrono::nanoseconds(rng() % 5));
+      node& n = nodes.emplace_back(node{expiry, seq++});
+      q.reserve(ref.size() + 1);
+      q.push(n);
+      ref.emplace(key{n.expiry, n.seq}, &n);
+    } else if (r < 11) {
+      q.pop();
+      ref.erase(ref.begin());
+    } else if (r < 15) {
+      // Anywhere: the back, the middle, the front.
+      auto it = ref.begin();
+      std::advance(it, rng() % ref.size());
+      q.erase(*it->second);
+      ref.erase(it);
+    } else if (rng() % 64 == 0) {
+      q.clear();
+      ref.clear();
+    }
+    check_front();
+  }
+  while (!ref.empty()) {
+    q.pop();
+    ref.erase(ref.begin());
+    check_front();
+  }
+  BOOST_TEST(checked > 50000u);
 }

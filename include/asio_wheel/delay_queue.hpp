@@ -19,10 +19,11 @@
 //
 // Costs: push O(1) with one allocation until the queue has recycled nodes (nodes are
 // kept for reuse until the queue is destroyed: memory follows the peak size); erase,
-// reset O(1) while scheduled, O(log n) once expired; an expiry O(1) on the wheel plus
-// the push into the expired heap, by (expiry, push order): O(1) when elements expire in
-// that order, O(log n) when the elements of one tick come out of it (the wheel keeps
-// no order inside a tick). Each expiry counts against wheel_options::expiry_batch.
+// reset O(1) while scheduled, O(1) or O(log n) once expired; an expiry O(1) on the
+// wheel plus its place among the expired, by (expiry, push order), and a take of an
+// expired element the same: O(1) for elements that expire in that order, O(log n) for
+// those of one tick that come out of it (the wheel keeps no order inside a tick). Each
+// expiry counts against wheel_options::expiry_batch.
 // async_take: one allocation from the handler's allocator.
 //
 // Thread safety: as basic_timer (one object not used from two threads at once). The

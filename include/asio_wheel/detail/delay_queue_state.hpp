@@ -47,7 +47,7 @@ struct delay_node : due_entry {
   enum class state_type : std::uint8_t { free, scheduled, expired };
 
   delay_queue_state<T>* owner = nullptr;
-  std::size_t heap_index = 0;   // the node's place in the expired heap, while expired
+  std::uint64_t expired_place = 0; // where in the expired queue, while expired
   std::optional<T> value;       // the element; moved-from once taken or erased
   steady_time expiry{};
   std::uint64_t seq = 0;        // push order, for ties
@@ -57,70 +57,125 @@ struct delay_node : due_entry {
   delay_node* next_all = nullptr;
 };
 
-// The expired elements: a binary min-heap by (expiry, push order) over the nodes, each
-// node knowing its place, so that erasing one (erase, reset) is O(log n) like the rest.
-// The heap holds each node's key beside its pointer: a sift compares within the array
-// and only writes the nodes it moves, whose cache misses do not hold up the next level
-// (comparing through the pointers waited out a miss per level on a large heap).
-// Elements usually expire in that order, and then a push is O(1): it stays at the
-// bottom. (The wheel keeps no order inside a tick, so a FIFO would need a sorted
-// insert: quadratic when a tick's elements come out of order.) Capacity is reserved by
-// push(), outside the expiry path, so an expiry, which runs inside a driver step under
-// the lock, never allocates.
+// The expired elements, in (expiry, push order). Elements usually expire in that
+// order, so most go to the back of a sorted run (a ring of keys, read front to back,
+// O(1) both ways); one that comes before the run's back goes to a binary min-heap
+// instead. (The wheel keeps no order inside a tick, and across ticks only by tick, so a
+// FIFO alone would need a sorted insert: quadratic when a tick's elements come out of
+// order.) The front is the lesser of the run's and the heap's. Each node knows its place
+// (expired_place), so erasing one (erase, reset) leaves a hole in the run, O(1), or
+// re-sifts the heap, O(log n).
+//
+// Both hold each node's key beside its pointer: the run is read in order and a sift
+// compares within the array, writing only the nodes it moves, whose cache misses do not
+// hold up the next level. Capacity is reserved by push(), outside the expiry path, so
+// an expiry, which runs inside a driver step under the lock, never allocates: the heap
+// has room for every element; the run only for as many as its ring holds, holes
+// included, and an element that finds it full goes to the heap.
 template <class Node>
-class expired_heap {
+class expired_queue {
 public:
-  bool empty() const noexcept { return heap_.empty(); }
-  Node& top() noexcept { return *heap_.front().node; }
+  bool empty() const noexcept { return run_head_ == run_tail_ && heap_.empty(); }
+  Node& top() noexcept { return *front().node; }
 
-  // Room for `n` elements, growing geometrically (lock held: the steps read the heap).
+  // Room for `n` elements, growing geometrically (lock held: the steps read the queue).
   void reserve(std::size_t n) {
     if (n > heap_.capacity()) heap_.reserve(std::max(n, 2 * heap_.capacity()));
+    if (n > run_.size()) grow_run(n);
   }
 
   void push(Node& n) noexcept {
+    const item it{n.expiry, n.seq, &n};
+    if (run_tail_ - run_head_ < run_.size() &&
+        (run_head_ == run_tail_ || !before(it, run_at(run_tail_ - 1)))) {
+      place_in_run(run_tail_++, it);
+      return;
+    }
     assert(heap_.size() < heap_.capacity()); // reserved by the push that made n
-    heap_.push_back(item{n.expiry, n.seq, &n});
+    heap_.push_back(it);
     sift_up(heap_.size() - 1);
   }
 
   void erase(Node& n) noexcept {
-    const std::size_t i = n.heap_index;
+    if (n.expired_place & run_bit) {
+      const std::uint64_t p = n.expired_place & ~run_bit;
+      assert(p >= run_head_ && p < run_tail_ && run_at(p).node == &n);
+      run_at(p).node = nullptr; // a hole: keeps its key, which orders later pushes
+      skip_holes();
+      return;
+    }
+    const std::size_t i = n.expired_place;
     assert(i < heap_.size() && heap_[i].node == &n);
     const item last = heap_.back();
     heap_.pop_back();
     if (last.node == &n) return;
-    place(i, last);
+    place_in_heap(i, last);
     sift_up(i);
-    sift_down(last.node->heap_index);
+    sift_down(last.node->expired_place);
   }
 
   void pop() noexcept { erase(top()); }
-  void clear() noexcept { heap_.clear(); }
+  void clear() noexcept {
+    heap_.clear();
+    run_head_ = run_tail_;
+  }
 
 private:
-  // A node and its key, which does not change while the node is in the heap.
+  // A node and its key, which does not change while the node is expired.
   struct item {
     decltype(Node::expiry) expiry;
     std::uint64_t seq;
-    Node* node;
+    Node* node; // null: a hole in the run
   };
+  // A node's expired_place with this bit is a position in the run, without it an index
+  // into the heap. Positions in the run count up from the first push and never repeat
+  // while their node is there, so growing the ring moves no node's place.
+  static constexpr std::uint64_t run_bit = std::uint64_t{1} << 63;
+
   // Earlier expiry first; ties in push order.
   static bool before(const item& a, const item& b) noexcept {
     return a.expiry < b.expiry || (a.expiry == b.expiry && a.seq < b.seq);
   }
-  void place(std::size_t i, const item& n) noexcept {
-    assert(n.expiry == n.node->expiry && n.seq == n.node->seq);
-    heap_[i] = n;
-    n.node->heap_index = i;
+
+  const item& front() const noexcept {
+    assert(!empty());
+    if (run_head_ == run_tail_) return heap_.front();
+    const item& r = run_[run_head_ & (run_.size() - 1)];
+    return heap_.empty() || before(r, heap_.front()) ? r : heap_.front();
+  }
+
+  // ---- the run: positions [run_head_, run_tail_), sorted, the head never a hole ----
+  item& run_at(std::uint64_t p) noexcept { return run_[p & (run_.size() - 1)]; }
+  void place_in_run(std::uint64_t p, const item& it) noexcept {
+    run_at(p) = it;
+    it.node->expired_place = p | run_bit;
+  }
+  void skip_holes() noexcept {
+    while (run_head_ != run_tail_ && run_at(run_head_).node == nullptr) ++run_head_;
+  }
+  // A ring of at least n (a power of two, for the mask), the run kept at its positions.
+  void grow_run(std::size_t n) {
+    std::size_t size = std::max<std::size_t>(16, run_.size());
+    while (size < n) size *= 2;
+    std::vector<item> bigger(size);
+    for (std::uint64_t p = run_head_; p != run_tail_; ++p)
+      bigger[p & (size - 1)] = run_at(p);
+    run_.swap(bigger);
+  }
+
+  // ---- the heap ----
+  void place_in_heap(std::size_t i, const item& it) noexcept {
+    assert(it.expiry == it.node->expiry && it.seq == it.node->seq);
+    heap_[i] = it;
+    it.node->expired_place = i;
   }
   void sift_up(std::size_t i) noexcept {
     const item n = heap_[i];
     while (i > 0 && before(n, heap_[(i - 1) / 2])) {
-      place(i, heap_[(i - 1) / 2]);
+      place_in_heap(i, heap_[(i - 1) / 2]);
       i = (i - 1) / 2;
     }
-    place(i, n);
+    place_in_heap(i, n);
   }
   void sift_down(std::size_t i) noexcept {
     const item n = heap_[i];
@@ -129,12 +184,14 @@ private:
       if (child >= heap_.size()) break;
       if (child + 1 < heap_.size() && before(heap_[child + 1], heap_[child])) ++child;
       if (!before(heap_[child], n)) break;
-      place(i, heap_[child]);
+      place_in_heap(i, heap_[child]);
       i = child;
     }
-    place(i, n);
+    place_in_heap(i, n);
   }
 
+  std::vector<item> run_; // the ring; its size a power of two (or 0)
+  std::uint64_t run_head_ = 0, run_tail_ = 0;
   std::vector<item> heap_;
 };
 
@@ -170,7 +227,7 @@ struct delay_queue_state : due_entry {
   wheel_shard* const shard;
   const std::uint64_t id = ++delay_queue_ids;
   wait_list takers;        // pending takes
-  expired_heap<node> expired; // ordered by (expiry, push order)
+  expired_queue<node> expired; // ordered by (expiry, push order)
   node* free_nodes = nullptr;
   node* all_nodes = nullptr;
   std::size_t size = 0;    // elements scheduled or expired
@@ -195,7 +252,7 @@ struct delay_queue_state : due_entry {
     return n->generation == generation && n->state != node_state::free ? n : nullptr;
   }
 
-  // Takes a live node off the wheel or out of the expired heap (lock held).
+  // Takes a live node off the wheel or out of the expired queue (lock held).
   void unlink_locked(node& n) noexcept {
     if (n.state == node_state::scheduled)
       shard->unschedule_locked(n);
@@ -225,9 +282,9 @@ struct delay_queue_state : due_entry {
     release_locked(n);
   }
 
-  // An element came due: into the expired heap, at its place by (expiry, push order).
-  // Elements of one wheel tick come due in insertion order, not expiry order, so they
-  // are only handed to takes by the dispatch step, which the wheel runs after them.
+  // An element came due: into the expired queue, at its place by (expiry, push order).
+  // Elements of one wheel tick come due in no particular order, so they are only
+  // handed to takes by the dispatch step, which the wheel runs after them.
   // Counts as one against the step's expiry_batch, like a completion.
   static std::size_t element_due(due_entry& e, due_step&) {
     auto& n = static_cast<node&>(e);
