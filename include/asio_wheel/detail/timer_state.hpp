@@ -85,6 +85,11 @@ private:
 
   alignas(wheel_op) unsigned char inline_op_[inline_op_bytes];
 };
+// What a timer costs beyond its executor (W4): the wheel node with the shard's index in
+// its padding (32), the wait list (8), the expiry (8) and one wait's op and handler
+// (32). A field added here is a field every pending wait pays for.
+static_assert(sizeof(void*) != 8 || sizeof(timer_state) == 80,
+              "a timer's state is 80 bytes on 64-bit platforms");
 
 } // namespace asio_wheel::detail
 

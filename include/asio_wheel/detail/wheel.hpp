@@ -91,6 +91,11 @@ struct wheel_entry : list_hook {
   bool in_slot() const noexcept { return where < in_never; }
 };
 
+// Links (16), deadline (8), where (4), the owner's byte and index (3), one byte free:
+// every timer, element and deadline embeds one.
+static_assert(sizeof(void*) != 8 || sizeof(wheel_entry) == 32,
+              "a wheel entry is 32 bytes on 64-bit platforms");
+
 using entry_list = intrusive_list<wheel_entry>;
 
 class wheel {
