@@ -63,20 +63,19 @@ std::atomic<wheel_shard*> wheel_shard::live_[wheel_shard::max_live];
 wheel_shard::wheel_shard(net::execution_context& ctx, const wheel_options& opts,
                          steady_time epoch, bool locking,
                          std::atomic<std::size_t>& pending_total)
-    : index_(indexes().take()),
-      context_(ctx),
+    : context_(ctx),
       options_(opts),
       mutex_(locking),
       wheel_(opts.slots, opts.levels),
       clock_(opts.clock, opts.tick, epoch),
       pending_total_(pending_total) {
-  live_[index_].store(this, std::memory_order_release);
+  live_[index_.value].store(this, std::memory_order_release);
 }
 
-wheel_shard::~wheel_shard() {
-  live_[index_].store(nullptr, std::memory_order_relaxed);
-  indexes().give_back(index_);
-}
+wheel_shard::~wheel_shard() { live_[index_.value].store(nullptr, std::memory_order_relaxed); }
+
+wheel_shard::index_lease::index_lease() : value(indexes().take()) {}
+wheel_shard::index_lease::~index_lease() { indexes().give_back(value); }
 
 void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
   auto guard = lock();

@@ -168,7 +168,7 @@ public:
   // 8-byte pointer. Taken at construction (std::length_error beyond max_live shards
   // alive at once), given back at destruction for a later shard.
   static constexpr std::size_t max_live = std::size_t{1} << 16;
-  std::uint16_t index() const noexcept { return index_; }
+  std::uint16_t index() const noexcept { return index_.value; }
   // The live shard of index i. Needs no lock: an object learns an index from its
   // shard, so the shard's construction happens before any lookup of it.
   static wheel_shard& at(std::uint16_t i) noexcept {
@@ -337,7 +337,17 @@ private:
 
   static std::atomic<wheel_shard*> live_[max_live]; // by index; null where free
 
-  const std::uint16_t index_;
+  // The shard's index: taken before any other member is built and given back after
+  // all of them are gone, also when a later member's constructor throws.
+  struct index_lease {
+    index_lease();  // std::length_error beyond max_live (src/wheel_shard.cpp)
+    ~index_lease();
+    index_lease(const index_lease&) = delete;
+    index_lease& operator=(const index_lease&) = delete;
+    const std::uint16_t value;
+  };
+
+  const index_lease index_;
   net::execution_context& context_;
   const wheel_options& options_;
   mutable lock_type mutex_;
