@@ -140,12 +140,13 @@ private:
   const item& front() const noexcept {
     assert(!empty());
     if (run_head_ == run_tail_) return heap_.front();
-    const item& r = run_[run_head_ & (run_.size() - 1)];
+    const item& r = run_at(run_head_);
     return heap_.empty() || before(r, heap_.front()) ? r : heap_.front();
   }
 
   // ---- the run: positions [run_head_, run_tail_), sorted, the head never a hole ----
   item& run_at(std::uint64_t p) noexcept { return run_[p & (run_.size() - 1)]; }
+  const item& run_at(std::uint64_t p) const noexcept { return run_[p & (run_.size() - 1)]; }
   void place_in_run(std::uint64_t p, const item& it) noexcept {
     run_at(p) = it;
     it.node->expired_place = p | run_bit;
