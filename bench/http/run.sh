@@ -25,7 +25,9 @@
 # Knobs (environment): HTTP_BENCH_SECONDS (10), HTTP_BENCH_CONNECTIONS ("100 1000
 # 10000"), HTTP_BENCH_IDLE_CONNECTIONS (10000), HTTP_BENCH_IDLE (5s), HTTP_BENCH_STREAMS
 # ("wheel beast"), HTTP_BENCH_CLIENTS ("wrk h2load"), HTTP_BENCH_SERVER_THREADS (1),
-# HTTP_BENCH_CLIENT_THREADS (1). The soft descriptor limit is raised as far as it goes
+# HTTP_BENCH_CLIENT_THREADS (1), HTTP_BENCH_RUNS (3: each load row is run that many times,
+# the streams taking turns going first, and the table shows each column's median; every
+# run's own row is listed under it). The soft descriptor limit is raised as far as it goes
 # (20000+ descriptors are needed at 10k connections: the server's and the client's).
 set -euo pipefail
 
@@ -48,6 +50,8 @@ streams=${HTTP_BENCH_STREAMS:-wheel beast}
 clients=${HTTP_BENCH_CLIENTS:-wrk h2load}
 server_threads=${HTTP_BENCH_SERVER_THREADS:-1}
 client_threads=${HTTP_BENCH_CLIENT_THREADS:-1}
+runs=${HTTP_BENCH_RUNS:-3}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench/http/run.sh: HTTP_BENCH_RUNS must be a positive count" >&2; exit 2; }
 hz=$(getconf CLK_TCK)
 
 # Descriptors: as many as the kernel lets us (root may raise the hard limit too).
@@ -144,38 +148,66 @@ parse_h2load() { # LOG: latencies from the per-request log (3rd column: microsec
 # ---- the runs --------------------------------------------------------------------------
 # The machine's load before and after, for the record: other work on it skews the runs.
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-load_rows=()
+load_rows=()  # per client, connections and stream: the medians over the runs
+run_rows=()   # every run's own row
 idle_rows=()
+
+# median_row CLIENT STREAM CONNS FILE: one row of the table from FILE's runs (one line of
+# "rps p50 p99 rss cpu errors" each): the median of each column over the runs (the upper
+# one of an even count), errors summed.
+median_row() {
+  awk -v c="$1" -v s="$2" -v n="$3" '
+    { for (k = 1; k <= 5; ++k) v[k, NR] = $k; err += $6 }
+    END {
+      m = int(NR / 2) + 1
+      for (k = 1; k <= 5; ++k) {
+        for (i = 1; i <= NR; ++i) col[i] = v[k, i]
+        for (i = 2; i <= NR; ++i) { x = col[i]; for (j = i - 1; j >= 1 && col[j] > x; --j) col[j + 1] = col[j]; col[j + 1] = x }
+        med[k] = col[m]
+      }
+      printf "%-7s %-6s %6d %10.0f %8.3f %8.3f %11.0f %11.2f %7d", c, s, n, med[1], med[2], med[3], med[4], med[5], err
+    }' "$4"
+}
 
 for client in $clients; do
   for conns in $conn_counts; do
+    for run in $(seq 1 "$runs"); do
+      # Every other run the other stream goes first, so that neither always runs on
+      # the machine as the one before left it.
+      order=$streams
+      ((run % 2 == 0)) && order=$(tr ' ' '\n' <<<"$streams" | tac | tr '\n' ' ')
+      for stream in $order; do
+        echo "== $client, $stream, $conns connections, ${seconds} s (run $run of $runs)"
+        # An idle deadline longer than the run: no load connection is reaped.
+        start_server "$stream" "$((seconds + 60))s"
+        rss0=$(rss_kib)
+        cpu0=$(cpu_ticks)
+        log=$work/$client.$stream.$conns.log
+        "run_$client" "$conns" "$seconds" "$log" &
+        client_pid=$!
+        sleep "$(awk -v s="$seconds" 'BEGIN {print s / 2}')"
+        rss_mid=$(rss_kib)
+        wait "$client_pid" || true
+        cpu1=$(cpu_ticks)
+        stop_server
+        read -r requests rps p50 p99 errors <<<"$("parse_$client" "$log")"
+        if [[ ${requests:-0} == 0 ]]; then
+          echo "bench/http/run.sh: $client completed no request; its output:" >&2
+          cat "$log" >&2
+        fi
+        fields=$(awk -v rps="$rps" -v p50="$p50" -v p99="$p99" -v r0="$rss0" -v r1="$rss_mid" \
+          -v c0="$cpu0" -v c1="$cpu1" -v hz="$hz" -v n="$conns" -v req="$requests" -v err="$errors" 'BEGIN {
+            rss = (r1 - r0) * 1024 / n; cpu = req > 0 ? (c1 - c0) / hz * 1e6 / req : 0
+            printf "%s %s %s %.0f %.2f %d", rps, p50, p99, rss, cpu, err }')
+        echo "$fields" >>"$work/runs.$client.$stream.$conns"
+        row=$(median_row "$client" "$stream" "$conns" <(echo "$fields"))
+        echo "$row"
+        echo "   server: $counters"
+        run_rows+=("$row  run $run")
+      done
+    done
     for stream in $streams; do
-      echo "== $client, $stream, $conns connections, ${seconds} s"
-      # An idle deadline longer than the run: no load connection is reaped.
-      start_server "$stream" "$((seconds + 60))s"
-      rss0=$(rss_kib)
-      cpu0=$(cpu_ticks)
-      log=$work/$client.$stream.$conns.log
-      "run_$client" "$conns" "$seconds" "$log" &
-      client_pid=$!
-      sleep "$(awk -v s="$seconds" 'BEGIN {print s / 2}')"
-      rss_mid=$(rss_kib)
-      wait "$client_pid" || true
-      cpu1=$(cpu_ticks)
-      stop_server
-      read -r requests rps p50 p99 errors <<<"$("parse_$client" "$log")"
-      if [[ ${requests:-0} == 0 ]]; then
-        echo "bench/http/run.sh: $client completed no request; its output:" >&2
-        cat "$log" >&2
-      fi
-      row=$(awk -v c="$client" -v s="$stream" -v n="$conns" -v rps="$rps" -v p50="$p50" \
-        -v p99="$p99" -v r0="$rss0" -v r1="$rss_mid" -v c0="$cpu0" -v c1="$cpu1" -v hz="$hz" \
-        -v req="$requests" -v err="$errors" 'BEGIN {
-          rss = (r1 - r0) * 1024 / n; cpu = req > 0 ? (c1 - c0) / hz * 1e6 / req : 0
-          printf "%-7s %-6s %6d %10.0f %8.3f %8.3f %11.0f %11.2f %7d", c, s, n, rps, p50, p99, rss, cpu, err }')
-      echo "$row"
-      echo "   server: $counters"
-      load_rows+=("$row")
+      load_rows+=("$(median_row "$client" "$stream" "$conns" "$work/runs.$client.$stream.$conns")")
     done
   done
 done
@@ -222,7 +254,7 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "# W10, scripts/bench --http: examples/http_server (Release), loopback, server threads"
-  echo "# $server_threads, client threads $client_threads, ${seconds} s per run; $(date -u '+%Y-%m-%d %H:%M UTC'),"
+  echo "# $server_threads, client threads $client_threads, ${seconds} s per run, $runs runs per row; $(date -u '+%Y-%m-%d %H:%M UTC'),"
   echo "# commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
     "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, $(uname -r)"
   echo "# load average (1/5/15 min) before: $load_before; after: $load_after"
@@ -233,6 +265,10 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   printf '%-7s %-6s %6s %10s %8s %8s %11s %11s %7s\n' client stream conns req/s p50_ms p99_ms \
     rss_B/conn cpu_us/req errors
   printf '%s\n' "${load_rows[@]}"
+  echo
+  echo "# every run ($runs per row above, which shows each column's median over them and"
+  echo "# the errors summed; the streams took turns going first):"
+  printf '%s\n' "${run_rows[@]}"
   echo
   echo "# idle: $idle_conns connections idle after one request each (http_idle_clients) while"
   echo "# wrk -c100 runs; server --idle $idle, wheel tick 1 ms. reap_*: client side, from the"
