@@ -6,7 +6,9 @@
 //  - the io_context is destroyed with a million waits pending: every handler is
 //    destroyed, none invoked, nothing leaks (LeakSanitizer in the ASan build);
 //  - max_pending reached under load: the extra waits complete with too_many_timers
-//    (never inside async_wait), the accepted ones complete normally.
+//    (never inside async_wait), the accepted ones complete normally;
+//  - a shard's constructor throws std::bad_alloc (its wheel's slots): install throws,
+//    and the shard's process-wide index is free again for the next one.
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
@@ -19,6 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -440,4 +444,54 @@ BOOST_AUTO_TEST_CASE(max_pending_under_threaded_load) {
   BOOST_TEST(s.expired == ok.load());
   BOOST_TEST(s.cancelled == other.load());
   BOOST_TEST(s.pending == 0u);
+}
+
+// ---- std::bad_alloc while a shard is built -----------------------------------------------
+
+// Over-aligned allocations fail while this is set. A wheel's slots are cache-line aligned
+// and the only such allocation here, so this makes a shard's constructor throw from
+// inside (after it took its process-wide index), with nothing else in the way.
+static std::atomic<bool> fail_aligned_new{false};
+
+void* operator new(std::size_t n, std::align_val_t al) {
+  if (fail_aligned_new.load()) throw std::bad_alloc();
+  const auto align = static_cast<std::size_t>(al);
+  // aligned_alloc wants a multiple of the alignment.
+  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+BOOST_AUTO_TEST_CASE(a_shard_that_fails_to_build_gives_its_index_back) {
+  using asio_wheel::detail::shard_for;
+  asio_wheel::wheel_options one_shard;
+  one_shard.shards = 1;
+  // A shard built and destroyed: its index is the one the next shard takes.
+  std::uint16_t freed = 0;
+  {
+    asio::io_context a;
+    asio_wheel::install(a, one_shard);
+    freed = shard_for(a.get_executor()).index();
+  }
+  // The next shard takes that index, then its wheel's slots fail: install throws, and the
+  // index must be free again (it would be lost for the life of the process otherwise).
+  asio::io_context failed;
+  fail_aligned_new = true;
+  BOOST_CHECK_THROW(asio_wheel::install(failed, one_shard), std::bad_alloc);
+  fail_aligned_new = false;
+
+  asio::io_context next;
+  asio_wheel::install(next, one_shard);
+  auto& shard = shard_for(next.get_executor());
+  BOOST_TEST(shard.index() == freed);
+  BOOST_TEST(&asio_wheel::detail::wheel_shard::at(freed) == &shard);
+
+  // The context whose install failed has no wheel: a timer there installs the defaults
+  // and works.
+  asio_wheel::timer t(failed, 0ms);
+  int done = 0;
+  t.async_wait([&](error_code ec) { done += !ec; });
+  failed.run();
+  BOOST_TEST(done == 1);
 }
