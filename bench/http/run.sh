@@ -25,7 +25,7 @@
 # Knobs (environment): HTTP_BENCH_SECONDS (10), HTTP_BENCH_CONNECTIONS ("100 1000
 # 10000"), HTTP_BENCH_IDLE_CONNECTIONS (10000), HTTP_BENCH_IDLE (5s), HTTP_BENCH_STREAMS
 # ("wheel beast"), HTTP_BENCH_CLIENTS ("wrk h2load"), HTTP_BENCH_SERVER_THREADS (1),
-# HTTP_BENCH_CLIENT_THREADS (1), HTTP_BENCH_RUNS (3: each load row is run that many times,
+# HTTP_BENCH_CLIENT_THREADS (1), HTTP_BENCH_RUNS (5: each load row is run that many times,
 # the streams taking turns going first, and the table shows each column's median; every
 # run's own row is listed under it). The soft descriptor limit is raised as far as it goes
 # (20000+ descriptors are needed at 10k connections: the server's and the client's).
@@ -50,7 +50,7 @@ streams=${HTTP_BENCH_STREAMS:-wheel beast}
 clients=${HTTP_BENCH_CLIENTS:-wrk h2load}
 server_threads=${HTTP_BENCH_SERVER_THREADS:-1}
 client_threads=${HTTP_BENCH_CLIENT_THREADS:-1}
-runs=${HTTP_BENCH_RUNS:-3}
+runs=${HTTP_BENCH_RUNS:-5}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench/http/run.sh: HTTP_BENCH_RUNS must be a positive count" >&2; exit 2; }
 hz=$(getconf CLK_TCK)
 
