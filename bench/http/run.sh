@@ -161,8 +161,11 @@ median_row() {
     END {
       m = int(NR / 2) + 1
       for (k = 1; k <= 5; ++k) {
-        for (i = 1; i <= NR; ++i) col[i] = v[k, i]
-        for (i = 2; i <= NR; ++i) { x = col[i]; for (j = i - 1; j >= 1 && col[j] > x; --j) col[j + 1] = col[j]; col[j + 1] = x }
+        for (i = 1; i <= NR; ++i) { # insertion sort of column k into col[1..NR]
+          x = v[k, i]
+          for (j = i - 1; j >= 1 && col[j] > x; --j) col[j + 1] = col[j]
+          col[j + 1] = x
+        }
         med[k] = col[m]
       }
       printf "%-7s %-6s %6d %10.0f %8.3f %8.3f %11.0f %11.2f %7d", c, s, n, med[1], med[2], med[3], med[4], med[5], err
