@@ -450,18 +450,24 @@ BOOST_AUTO_TEST_CASE(max_pending_under_threaded_load) {
 
 // Over-aligned allocations fail while this is set. A wheel's slots are cache-line aligned
 // and the only such allocation here, so this makes a shard's constructor throw from
-// inside (after it took its process-wide index), with nothing else in the way.
+// inside (after it took its process-wide index), with nothing else in the way. The
+// array forms are replaced too: the sanitizers' runtimes define their own, which would
+// not come here.
 static std::atomic<bool> fail_aligned_new{false};
 
-void* operator new(std::size_t n, std::align_val_t al) {
+static void* aligned_new(std::size_t n, std::align_val_t al) {
   if (fail_aligned_new.load()) throw std::bad_alloc();
   const auto align = static_cast<std::size_t>(al);
   // aligned_alloc wants a multiple of the alignment.
   if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
   throw std::bad_alloc();
 }
+void* operator new(std::size_t n, std::align_val_t al) { return aligned_new(n, al); }
+void* operator new[](std::size_t n, std::align_val_t al) { return aligned_new(n, al); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 BOOST_AUTO_TEST_CASE(a_shard_that_fails_to_build_gives_its_index_back) {
   using asio_wheel::detail::shard_for;
