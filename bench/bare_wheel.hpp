@@ -19,6 +19,11 @@
 //           least on this machine, its cache misses with that many in flight. expire
 //           makes two such passes for most entries (deadlines past 256 ticks cascade
 //           from level 1 once), so this row is what its target is up against.
+//   array_floor  no wheel either: the same N entries read once through an array of
+//           their addresses, in the same random order, each asked for (prefetched)
+//           16 entries before it is read. A walk that knows where its entries are
+//           before it reads them is not held to one miss per list in flight: this is
+//           what a pass would cost if slots held arrays of pointers, not lists.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
 // and none before its deadline tick, or the run fails.
 #ifndef ASIO_WHEEL_BENCH_BARE_WHEEL_HPP
@@ -47,7 +52,7 @@ inline void w11_run(bench_run& b) {
   std::iota(cancel_order.begin(), cancel_order.end(), 0u);
   std::shuffle(cancel_order.begin(), cancel_order.end(), rng);
 
-  std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns;
+  std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, array_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
@@ -101,10 +106,24 @@ inline void w11_run(bench_run& b) {
       // the reads from being optimised away).
       if (sum < n) b.fail.add("W11: the floor walk read " + std::to_string(sum) + " < N");
     }
+    {
+      std::vector<const d::wheel_entry*> cells(n);
+      for (std::size_t i = 0; i < n; ++i) cells[i] = &entries[cancel_order[i]];
+      constexpr std::size_t ahead = 16;
+      d::tick_t sum = 0;
+      array_ns.push_back(time_ns([&] {
+        for (std::size_t i = 0; i < n; ++i) {
+          if (i + ahead < n) __builtin_prefetch(cells[i + ahead]);
+          sum += cells[i]->deadline_tick();
+        }
+      }) / double(n));
+      if (sum < n) b.fail.add("W11: the array walk read " + std::to_string(sum) + " < N");
+    }
   }
 
   const summary ins = summarize(insert_ns), can = summarize(cancel_ns), exp = summarize(expire_ns),
-                all = summarize(expire_all_ns), walk = summarize(walk_ns);
+                all = summarize(expire_all_ns), walk = summarize(walk_ns),
+                array = summarize(array_ns);
   std::vector<row> g;
   g.push_back({"W11", impl_wheel, "insert", n, ins.min, ins.median, NAN, ""});
   g.push_back({"W11", impl_wheel, "cancel", n, can.min, can.median, NAN, ""});
@@ -114,6 +133,8 @@ inline void w11_run(bench_run& b) {
   g.push_back({"W11", impl_wheel, "expire_all", n, all.min, all.median, NAN, ""});
   g.push_back({"W11", impl_wheel, "walk_floor", n, walk.min, walk.median, NAN,
                "one_pass_no_wheel;chains=" + std::to_string(d::wheel::slot_chains)});
+  g.push_back({"W11", impl_wheel, "array_floor", n, array.min, array.median, NAN,
+               "one_pass_no_wheel;addresses_in_an_array"});
   b.out.add_group(std::move(g));
 }
 
