@@ -178,6 +178,7 @@ tick_t wheel::next_slot_tick() const noexcept {
 
 bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
   const std::uint32_t index = slot_index(level, t);
+  if (!is_top(index)) return drain_slot(index, t, due_limit);
   entry_list* const chain = chains(index);
   // One cursor per chain; the chains take turns (see "Chains" in wheel.hpp), and the
   // line of a chain's next entry is asked for as soon as the walk knows where it is.
@@ -246,6 +247,63 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     set_occupied(index, false);
   else if (is_top(index))
     top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
+  return finished;
+}
+
+bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
+  // Below the top, a slot that comes due at t holds deadlines from t up to the end of its
+  // span, so every entry leaves it: due at t, or to a lower level (re-placed relative to
+  // now == t, it differs from t in a lower digit). So each chain is taken out whole and
+  // its entries leave it one by one without unlinking: no store into the next entry,
+  // whose line the walk has only just asked for (W11 expire at 1M: 51 -> 46 ns). The
+  // chains take turns as in process_slot, and a due_limit stop gives the rest back.
+  entry_list* const chain = chains(index);
+  list_hook* at[slot_chains];
+  list_hook* last[slot_chains];
+  std::size_t walking = 0;
+  for (std::size_t k = 0; k < slot_chains; ++k) {
+    at[k] = chain[k].take_all(last[k]);
+    if (at[k] != nullptr) {
+      prefetch(at[k]);
+      ++walking;
+    }
+  }
+  bool finished = true;
+  std::size_t k = resume_chain_; // whose turn it is
+  resume_chain_ = 0;
+  while (walking != 0) {
+    if (at[k] == nullptr) {
+      k = (k + 1) % slot_chains;
+      continue;
+    }
+    wheel_entry& e = static_cast<wheel_entry&>(*at[k]);
+    const tick_t deadline = e.deadline_tick(); // read once, as in process_slot
+    if (deadline <= t && due_count_ >= due_limit) {
+      finished = false;
+      resume_chain_ = k;
+      break;
+    }
+    at[k] = e.leave_chain(last[k]);
+    if (at[k] != nullptr)
+      prefetch(at[k]);
+    else
+      --walking;
+    assert(deadline != never_tick && deadline >= t && e.where == index);
+    --slotted_;
+    if (deadline <= t) {
+      due_.push_back(e);
+      e.where = wheel_entry::in_due;
+      ++due_count_;
+    } else {
+      const std::uint32_t target = slot_index(level_for(deadline), deadline);
+      assert(target != index);
+      link(e, target, deadline);
+    }
+    k = (k + 1) % slot_chains;
+  }
+  for (std::size_t c = 0; c < slot_chains; ++c)
+    if (at[c] != nullptr) chain[c].put_back(*at[c], *last[c]);
+  if (slot_empty(index)) set_occupied(index, false);
   return finished;
 }
 

@@ -74,6 +74,17 @@ public:
     prev_ = next_ = nullptr;
   }
 
+  // This node leaves a chain that intrusive_list::take_all took out of its list, and
+  // returns the node after it (null after `last`, the chain's last node). The chain is
+  // walked this way from its first node, and nothing else touches it meanwhile; the
+  // node's neighbours are not written, since they leave the chain themselves.
+  list_hook* leave_chain(const list_hook* last) noexcept {
+    assert(is_linked());
+    list_hook* after = this == last ? nullptr : next_;
+    prev_ = next_ = nullptr;
+    return after;
+  }
+
   // `to` (unlinked) takes this node's place in its list; this node leaves it.
   void replace_with(list_hook& to) noexcept {
     assert(is_linked() && !to.is_linked());
@@ -124,6 +135,28 @@ public:
   }
 
   void push_back(T& node) noexcept { static_cast<list_hook&>(node).link_before(head_); }
+
+  // Empties the list without writing to its nodes: returns its first node (null if it
+  // was empty) and its last in `last`. The nodes form a chain that each leaves by
+  // list_hook::leave_chain, from the first on; what is left is given back by put_back.
+  list_hook* take_all(list_hook*& last) noexcept {
+    if (empty()) {
+      last = nullptr;
+      return nullptr;
+    }
+    list_hook* first = head_.next_;
+    last = head_.prev_;
+    head_.prev_ = head_.next_ = &head_;
+    return first;
+  }
+  // Makes the rest of a chain that take_all took, first .. last, the whole (empty) list.
+  void put_back(list_hook& first, list_hook& last) noexcept {
+    assert(empty());
+    head_.next_ = &first;
+    first.prev_ = &head_;
+    last.next_ = &head_;
+    head_.prev_ = &last;
+  }
   void pop_front() noexcept { head_.next_->unlink(); }
 
   // Unlinks every node, then calls f(T*) on it.

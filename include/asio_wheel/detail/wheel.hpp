@@ -233,6 +233,8 @@ private:
   // Processes the slot of `level` at t; false if due_limit stopped it with entries
   // left (then they stay, and the tick is unfinished).
   bool process_slot(std::size_t level, tick_t t, std::size_t due_limit);
+  // process_slot for a slot below the top, every entry of which leaves it.
+  bool drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit);
   // Processes the slots at t from first_level down; false if one was left unfinished
   // (resume_level_ then names it).
   bool process_tick(tick_t t, std::size_t first_level, std::size_t due_limit);
