@@ -4,28 +4,33 @@
 namespace asio_wheel::detail {
 
 void timer_state::start_wait(wheel_op& op) {
+  set_may_have_waits(true); // before the wait can exist (see may_have_waits)
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
   shard.admit(guard, *this, op, expiry());
 }
 
-std::size_t timer_state::cancel() {
+std::size_t timer_state::cancel_locking() {
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
+  set_may_have_waits(false);
   return shard.abort_all_locked(*this);
 }
 
 std::size_t timer_state::cancel_one() {
+  if (!may_have_waits()) return 0;
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
-  if (ops.empty()) return 0;
-  shard.abort_locked(*this, ops.front());
-  return 1;
+  const std::size_t n = ops.empty() ? 0 : 1;
+  if (n != 0) shard.abort_locked(*this, ops.front());
+  set_may_have_waits(!ops.empty());
+  return n;
 }
 
-std::size_t timer_state::expires_at(steady_time t) {
+std::size_t timer_state::expires_at_locking(steady_time t) {
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
+  set_may_have_waits(false);
   const std::size_t n = shard.abort_all_locked(*this);
   set_expiry(t);
   return n;
@@ -33,9 +38,15 @@ std::size_t timer_state::expires_at(steady_time t) {
 
 void timer_state::take_over(timer_state& from) noexcept {
   owner_index = from.owner_index;
+  if (!from.may_have_waits()) { // nothing on the wheel to move (a timer put in a vector)
+    set_expiry(from.expiry());
+    return;
+  }
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
   set_expiry(from.expiry());
+  set_may_have_waits(from.may_have_waits());
+  from.set_may_have_waits(false);
   if (from.holds_inline_op()) {
     // The op in from's buffer moves to ours, keeping its place among the waits.
     op_queue moved;

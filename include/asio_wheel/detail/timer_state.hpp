@@ -35,15 +35,27 @@ struct timer_state : wait_list {
   // Null while an op lives there. Called by the timer's own thread, without the lock.
   void* free_inline_buffer() noexcept { return holds_inline_op() ? nullptr : inline_op_; }
 
+  // Whether a wait may be pending, as the timer's own thread knows it: set by
+  // start_wait, cleared by the calls that leave no wait under the lock. A step that
+  // completes the waits leaves it set, so it may say yes wrongly, never no: while it is
+  // clear, no wait is pending and the timer is not on the wheel, nothing but its own
+  // thread touches the timer, and cancel and expires_at need no lock (as Asio's timers
+  // skip theirs). W1's churn takes two locks per wait instead of three.
+  bool may_have_waits() const noexcept { return owner_thread_byte != 0; }
+
   // Admits `op` (a wait): it completes at the expiry (at once, as if by post, if that
   // has passed), with too_many_timers over max_pending.
   void start_wait(wheel_op& op);
   // Every pending wait completes with operation_aborted; returns how many.
-  std::size_t cancel();
+  std::size_t cancel() { return may_have_waits() ? cancel_locking() : 0; }
   // The oldest pending wait does; returns 1, or 0 if none.
   std::size_t cancel_one();
   // cancel(), then the new expiry; returns how many were aborted.
-  std::size_t expires_at(steady_time t);
+  std::size_t expires_at(steady_time t) {
+    if (may_have_waits()) return expires_at_locking(t);
+    set_expiry(t);
+    return 0;
+  }
   // Moves the expiry; pending waits stay and complete at the new one. O(1).
   //
   // A later finite expiry, the idle-connection path, takes no lock: it raises the
@@ -81,6 +93,10 @@ struct timer_state : wait_list {
   static std::size_t expired(timer_state& timer, due_step& step);
 
 private:
+  void set_may_have_waits(bool on) noexcept { owner_thread_byte = on ? 1 : 0; }
+  std::size_t cancel_locking();
+  std::size_t expires_at_locking(steady_time t);
+
   std::atomic<steady_time> expiry_{steady_time()};
 
   alignas(wheel_op) unsigned char inline_op_[inline_op_bytes];

@@ -89,6 +89,10 @@ struct wheel_entry : list_hook {
   // struct's padding, so a flag there costs an owner no bytes. Atomic because an owner
   // may read a flag outside its lock (see timer_state's inline operation).
   std::atomic<std::uint8_t> owner_bits{0};
+  // The last padding byte, also the owner's: for what only the owner's own thread (or
+  // whatever serializes calls on the owner) reads and writes, never a step. Plain, so
+  // that using it costs no atomic instruction.
+  std::uint8_t owner_thread_byte = 0;
   // Also the owner's, also in padding: a timer keeps its shard's index here
   // (wheel_shard::at), two bytes where a pointer would cost eight.
   std::uint16_t owner_index = 0;
@@ -99,8 +103,8 @@ struct wheel_entry : list_hook {
   bool in_slot() const noexcept { return where < in_never; }
 };
 
-// Links (16), deadline (8), where (4), the owner's byte and index (3), one byte free:
-// every timer, element and deadline embeds one.
+// Links (16), deadline (8), where (4), the owner's bytes and index (4): every timer,
+// element and deadline embeds one.
 static_assert(sizeof(void*) != 8 || sizeof(wheel_entry) == 32,
               "a wheel entry is 32 bytes on 64-bit platforms");
 
