@@ -657,6 +657,46 @@ BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
   BOOST_TEST(!rd.ec);
 }
 
+BOOST_AUTO_TEST_CASE(cancel_and_expires_after_reach_every_wait_however_it_came) {
+  // cancel, cancel_one and expires_* skip the lock while the timer knows it has no
+  // wait (timer_state::may_have_waits): each way a wait can come to a timer must make
+  // them look, and each way all leave must still let a new wait be found.
+  fixture f;
+  recorder r1, r2, r3, r4, r5;
+  asio_wheel::timer a(f.io, 5ms);
+  a.async_wait(r1.handler(f));
+  asio_wheel::timer b(std::move(a)); // the wait came by a move
+  BOOST_TEST(a.cancel() == 0u);
+  BOOST_TEST(b.cancel() == 1u);
+  f.settle();
+  BOOST_TEST(r1.ec == aborted);
+
+  b.expires_after(1ms);
+  b.async_wait(r2.handler(f));
+  f.advance(1ms); // left by expiry: the timer was not told
+  BOOST_TEST(r2.calls == 1);
+  BOOST_TEST(b.expires_after(1ms) == 0u);
+  b.async_wait(r3.handler(f));
+  b.async_wait(r4.handler(f));
+  BOOST_TEST(b.cancel_one() == 1u); // one left: still looked for
+  BOOST_TEST(b.cancel_one() == 1u);
+  BOOST_TEST(b.cancel_one() == 0u);
+  f.settle();
+  BOOST_TEST(r3.ec == aborted);
+  BOOST_TEST(r4.ec == aborted);
+
+  asio_wheel::timer c(f.io, 1s); // no wait
+  b.async_wait(r5.handler(f));
+  c = std::move(b); // the wait came by a move assignment
+  BOOST_TEST(c.expires_after(2s) == 1u);
+  f.settle();
+  BOOST_TEST(r5.ec == aborted);
+  asio_wheel::timer d(std::move(c)); // no wait: the expiry alone moves
+  BOOST_TEST((d.expiry() == f.svc.now() + 2s));
+  BOOST_TEST(d.cancel() == 0u);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(converting_move_and_rebind_executor) {
   fixture f;
   using plain_timer = asio_wheel::basic_timer<asio::io_context::executor_type>;
