@@ -33,6 +33,8 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       slots_lists_(new slot_lists[slots * levels]),
       bits_(levels * words_, 0),
       top_due_(new tick_t[slots]) {
+  assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
+  static_assert(stage_capacity <= wheel_entry::in_never - wheel_entry::staged_first);
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
 }
 
@@ -95,12 +97,64 @@ void wheel::place(wheel_entry& e, tick_t deadline) {
     e.where = wheel_entry::in_due;
     ++due_count_;
   } else {
-    link(e, slot_index(level_for(deadline), deadline), deadline);
+    stage(e);
   }
+}
+
+void wheel::stage(wheel_entry& e) noexcept {
+  if (staged_count_ == stage_capacity) link_staged();
+  staged_[staged_count_] = &e;
+  e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(staged_count_);
+  ++staged_count_;
+  ++slotted_;
+}
+
+void wheel::unstage(wheel_entry& e) noexcept {
+  // The last cell's entry moves into e's: it was staged last, so its line is likely
+  // still in cache.
+  const std::size_t cell = e.where - wheel_entry::staged_first;
+  assert(cell < staged_count_ && staged_[cell] == &e);
+  wheel_entry* last = staged_[--staged_count_];
+  staged_[cell] = last;
+  last->where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
+  e.where = wheel_entry::unlinked;
+  --slotted_;
+}
+
+void wheel::link_staged() noexcept {
+  // Each entry's slot, and the line that its link writes besides its own (the chain's
+  // last entry), asked for before the first link: the misses overlap instead of
+  // following one another.
+  std::uint32_t index[stage_capacity];
+  tick_t deadline[stage_capacity];
+  for (std::size_t i = 0; i < staged_count_; ++i) {
+    const tick_t d = staged_[i]->deadline_tick(); // read once: an owner may raise it
+    assert(d != never_tick && d > now_);
+    deadline[i] = d;
+    index[i] = slot_index(level_for(d), d);
+    prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
+  }
+  for (std::size_t i = 0; i < staged_count_; ++i) {
+    wheel_entry& e = *staged_[i];
+    e.where = wheel_entry::unlinked;
+    --slotted_; // link counts it again
+    link(e, index[i], deadline[i]);
+  }
+  staged_count_ = 0;
+}
+
+tick_t wheel::slot_start(tick_t deadline) const noexcept {
+  // Above the digit of its level, the deadline agrees with now_ (level_for), so its slot
+  // starts where the lower digits are zero; for the top level that is top_slot_start.
+  return high_part(deadline, static_cast<unsigned>(level_for(deadline)) * shift_);
 }
 
 void wheel::remove(wheel_entry& e) noexcept {
   if (!e.linked()) return;
+  if (e.is_staged()) {
+    unstage(e);
+    return;
+  }
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
   if (e.is_due()) --due_count_;
@@ -121,7 +175,12 @@ void wheel::remove(wheel_entry& e) noexcept {
 void wheel::reschedule_slow(wheel_entry& e, tick_t deadline) {
   // Lazy rule: an entry may stay in any slot that comes due no later than its
   // deadline; it is re-placed when the slot comes up. That holds for every later
-  // deadline, and for earlier ones down to the slot's start; never_tick leaves.
+  // deadline, and for earlier ones down to the slot's start; never_tick leaves. A staged
+  // entry has no slot yet: any deadline that would stage it again stays.
+  if (e.is_staged() && deadline != never_tick && deadline > now_) {
+    e.deadline.store(deadline, std::memory_order_relaxed);
+    return;
+  }
   if (e.in_slot() && deadline != never_tick &&
       deadline >= slot_due(e.where / slots_, e.where % slots_)) {
     e.deadline.store(deadline, std::memory_order_relaxed);
@@ -135,6 +194,11 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
   to.deadline.store(from.deadline_tick(), std::memory_order_relaxed);
   to.where = from.where;
   if (!from.linked()) return;
+  if (from.is_staged()) {
+    staged_[from.where - wheel_entry::staged_first] = &to;
+    from.where = wheel_entry::unlinked;
+    return;
+  }
   from.replace_with(to);
   from.where = wheel_entry::unlinked;
 }
@@ -173,6 +237,8 @@ tick_t wheel::next_slot_tick() const noexcept {
     const std::size_t slot = find_occupied(level, current + 1);
     if (slot < slots_) best = std::min(best, slot_due(level, slot));
   }
+  for (std::size_t i = 0; i < staged_count_; ++i)
+    best = std::min(best, slot_start(staged_[i]->deadline_tick()));
   return best;
 }
 
@@ -348,6 +414,7 @@ void wheel::recompute_top_next() noexcept {
 }
 
 bool wheel::advance_to(tick_t to, std::size_t due_limit) {
+  link_staged(); // placed relative to the now_ they came at, which is about to move
   if (resume_level_ != no_resume && !process_tick(now_, resume_level_, due_limit)) return false;
   while (now_ < to) {
     if (due_count_ >= due_limit) return false;
@@ -376,6 +443,8 @@ void wheel::clear() noexcept {
   auto mark = [](wheel_entry* e) { e->where = wheel_entry::unlinked; };
   for (std::size_t i = 0; i < slots_ * levels_; ++i)
     for (auto& chain : slots_lists_[i].chains) chain.clear_and_dispose(mark);
+  for (std::size_t i = 0; i < staged_count_; ++i) mark(staged_[i]);
+  staged_count_ = 0;
   due_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);
   std::fill(bits_.begin(), bits_.end(), 0);

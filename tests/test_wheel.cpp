@@ -138,6 +138,7 @@ BOOST_AUTO_TEST_CASE(lazy_reset_to_later_fires_at_the_new_deadline_only) {
   node n;
   n.id = 1;
   w.insert(n, 20);
+  w.link_staged(); // in its slot now (see "Staging" in wheel.hpp)
   const auto where = n.where;
   w.reschedule(n, 5000);
   BOOST_TEST(n.where == where); // stayed in its slot: no relink
@@ -151,6 +152,7 @@ BOOST_AUTO_TEST_CASE(reset_to_earlier_but_after_the_slot_start_stays_lazy) {
   node n;
   n.id = 1;
   w.insert(n, 300); // level 2, slot [256, 512)
+  w.link_staged();
   const auto where = n.where;
   w.reschedule(n, 280);
   BOOST_TEST(n.where == where);
@@ -158,6 +160,58 @@ BOOST_AUTO_TEST_CASE(reset_to_earlier_but_after_the_slot_start_stays_lazy) {
   BOOST_TEST(n.where != where);
   auto fired = run_ticks(w, 400);
   BOOST_TEST(fired[1] == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(a_staged_entry_waits_unlinked_and_leaves_without_a_link) {
+  wheel w(16, 3);
+  node n, m;
+  n.id = 1;
+  m.id = 2;
+  w.insert(n, 300); // level 2, slot [256, 512)
+  BOOST_TEST(n.is_staged());
+  BOOST_TEST(n.linked());
+  BOOST_TEST(!n.in_slot());
+  BOOST_TEST(w.staged() == 1u);
+  BOOST_TEST(w.slotted() == 1u);
+  BOOST_TEST(w.next_slot_tick() == 256u); // counted at its slot's start
+  w.insert(m, 7);
+  BOOST_TEST(w.next_slot_tick() == 7u);
+  w.remove(m); // m had the last cell: n keeps its own
+  BOOST_TEST(!m.linked());
+  BOOST_TEST(n.is_staged());
+  BOOST_TEST(w.next_slot_tick() == 256u);
+  w.reschedule(n, 40); // earlier, still ahead: staged, placed by the new deadline later
+  BOOST_TEST(n.is_staged());
+  BOOST_TEST(w.next_slot_tick() == 32u); // level 1, slot [32, 48)
+  w.reschedule(n, never_tick);
+  BOOST_TEST(!n.is_staged());
+  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+  w.reschedule(n, 12);
+  w.insert(m, 12);
+  w.remove(n); // the last cell's entry (m) moves into n's
+  BOOST_TEST(m.is_staged());
+  BOOST_TEST(w.staged() == 1u);
+  BOOST_TEST(run_ticks(w, 20) == (std::map<int, tick_t>{{2, 12}}));
+  BOOST_TEST(w.slotted() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(advancing_links_the_staged_entries_first) {
+  // More than the staging array holds, so that it fills and is linked mid-way too.
+  wheel w(16, 3);
+  std::vector<node> nodes(3 * wheel::stage_capacity + 5);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = static_cast<int>(i);
+    w.insert(nodes[i], 1 + (i * 37) % 500);
+    BOOST_TEST_REQUIRE(w.staged() <= wheel::stage_capacity);
+  }
+  BOOST_TEST(w.staged() > 0u);
+  BOOST_TEST(w.slotted() == nodes.size());
+  auto fired = run_ticks(w, 600);
+  BOOST_TEST(w.staged() == 0u);
+  BOOST_TEST(fired.size() == nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    BOOST_TEST(fired[static_cast<int>(i)] == 1 + (i * 37) % 500);
 }
 
 BOOST_AUTO_TEST_CASE(reset_to_earlier_relinks) {
@@ -188,13 +242,19 @@ BOOST_AUTO_TEST_CASE(replace_takes_over_the_place) {
   node a, b;
   a.id = 1;
   b.id = 2;
-  w.insert(a, 50);
-  w.replace(a, b);
-  BOOST_TEST(!a.linked());
-  BOOST_TEST(b.linked());
-  auto fired = run_ticks(w, 60);
-  BOOST_TEST(fired.count(1) == 0u);
-  BOOST_TEST(fired[2] == 50u);
+  for (bool staged : {true, false}) {
+    w.insert(a, w.now() + 50);
+    if (!staged) w.link_staged();
+    BOOST_TEST(a.is_staged() == staged);
+    w.replace(a, b);
+    BOOST_TEST(!a.linked());
+    BOOST_TEST(b.linked());
+    BOOST_TEST(b.is_staged() == staged);
+    const tick_t at = w.now() + 50;
+    auto fired = run_ticks(w, at + 10);
+    BOOST_TEST(fired.count(1) == 0u);
+    BOOST_TEST(fired[2] == at);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(full_64_bit_geometry_works) {
@@ -219,19 +279,42 @@ BOOST_AUTO_TEST_CASE(randomized_against_a_sorted_model) {
   for (auto [slots, levels] : {std::pair<std::size_t, std::size_t>{4, 1}, {16, 1}, {4, 3}, {16, 2}, {8, 4}}) {
     std::mt19937_64 rng(slots * 31 + levels);
     wheel w(slots, levels);
-    std::vector<node> nodes(300);
+    // Each id lives in one of two nodes; a replace moves it to the other (a timer move).
+    std::vector<node> nodes(300), spares(300);
+    std::vector<node*> holder(nodes.size());
     std::map<int, tick_t> model; // id -> deadline of linked entries
-    for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].id = static_cast<int>(i);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      nodes[i].id = spares[i].id = static_cast<int>(i);
+      holder[i] = &nodes[i];
+    }
     for (int step = 0; step < 20000; ++step) {
-      node& n = nodes[rng() % nodes.size()];
+      const std::size_t i = rng() % nodes.size();
+      node& n = *holder[i];
       const tick_t deadline = w.now() + rng() % 3000;
-      switch (rng() % 4) {
+      switch (rng() % 6) {
       case 0:
         if (!n.linked()) {
           w.insert(n, deadline);
           model[n.id] = deadline;
         }
         break;
+      case 4: // a burst of inserts: the staging array fills
+        for (std::size_t k = 0; k < 40; ++k) {
+          node& b = *holder[(i + k) % nodes.size()];
+          if (b.linked()) continue;
+          const tick_t d = w.now() + 1 + rng() % 3000;
+          w.insert(b, d);
+          model[b.id] = d;
+        }
+        break;
+      case 5: {
+        node& other = holder[i] == &nodes[i] ? spares[i] : nodes[i];
+        w.replace(n, other);
+        BOOST_REQUIRE(!n.linked());
+        BOOST_REQUIRE(other.linked() == (model.count(n.id) == 1));
+        holder[i] = &other;
+        break;
+      }
       case 1:
         w.remove(n);
         model.erase(n.id);
@@ -254,6 +337,10 @@ BOOST_AUTO_TEST_CASE(randomized_against_a_sorted_model) {
         for (auto& [id, d] : model) BOOST_REQUIRE(d > to); // never late
       }
       }
+      // The driver would be armed no later than the first deadline (staged ones too).
+      if (step % 16 == 0)
+        for (auto& [id, d] : model)
+          if (d > w.now()) BOOST_REQUIRE(w.next_slot_tick() <= d);
     }
   }
 }

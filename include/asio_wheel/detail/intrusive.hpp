@@ -135,6 +135,9 @@ public:
   }
 
   void push_back(T& node) noexcept { static_cast<list_hook&>(node).link_before(head_); }
+  // The node that push_back writes besides the new one (the last, or the sentinel): to
+  // prefetch it before a link.
+  const void* back_hook() const noexcept { return head_.prev_; }
 
   // Empties the list without writing to its nodes: returns its first node (null if it
   // was empty) and its last in `last`. The nodes form a chain that each leaves by

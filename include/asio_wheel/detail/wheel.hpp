@@ -43,6 +43,16 @@
 // overlap. Entries of one slot that come due at one tick leave in no particular order
 // among themselves (the due order is by tick; ties have none).
 //
+// Staging (Netty's wheel queues new timeouts too, for the same reason). An entry bound
+// for a slot is not linked at once: it waits, unplaced, in a small array (staged_), and
+// the whole array is linked into the slots when it is full, before now() moves
+// (advance_to) and by link_staged(). Linking writes the entry's neighbour, another
+// entry, a cache miss when the slots hold many; a wait cancelled before then (the
+// common case: a timeout reset or cancelled by the request that came in time) leaves
+// the array again without touching any other entry, and the ones that stay are linked
+// with the lines of their neighbours asked for first, so that those misses overlap.
+// A staged entry counts as slotted, and next_slot_tick() sees it.
+//
 // Why lists, not arrays of entry addresses. An array walk knows each address before it
 // reads the entry, so its misses are not limited to one per chain (W11's array_floor
 // against walk_floor). But an array grows, so a cascade inside a driver step could fail
@@ -73,10 +83,12 @@ inline constexpr tick_t never_tick = std::numeric_limits<tick_t>::max();
 
 // A node of the wheel. Owners embed it (the timer object, a delay-queue element...).
 struct wheel_entry : list_hook {
-  // Where the entry is linked: a slot index (level * slots + slot), or one of below.
+  // Where the entry is linked: a slot index (level * slots + slot, below 2^20), a cell
+  // of the staging array (staged_first + cell, see "Staging" in wheel), or one of below.
   static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
   static constexpr std::uint32_t in_due = 0xFFFFFFFEu;
   static constexpr std::uint32_t in_never = 0xFFFFFFFDu;
+  static constexpr std::uint32_t staged_first = 0xFFFFFF00u;
 
   // The tick at which it expires, written by the owner (through insert, reschedule,
   // raise). An owner may raise it without its shard's lock (wheel::raise), while a step
@@ -100,7 +112,8 @@ struct wheel_entry : list_hook {
   tick_t deadline_tick() const noexcept { return deadline.load(std::memory_order_relaxed); }
   bool linked() const noexcept { return where != unlinked; }
   bool is_due() const noexcept { return where == in_due; }
-  bool in_slot() const noexcept { return where < in_never; }
+  bool in_slot() const noexcept { return where < staged_first; }
+  bool is_staged() const noexcept { return where >= staged_first && where < in_never; }
 };
 
 // Links (16), deadline (8), where (4), the owner's bytes and index (4): every timer,
@@ -153,7 +166,8 @@ public:
   // its current deadline, hence no later than the new one: it stays, one store.
   void reschedule(wheel_entry& e, tick_t deadline) {
     assert(e.linked());
-    if (e.in_slot() && deadline >= e.deadline_tick() && deadline != never_tick) {
+    if (e.where < wheel_entry::in_never && deadline >= e.deadline_tick() &&
+        deadline != never_tick) { // in a slot, or staged (placed by its deadline later)
       e.deadline.store(deadline, std::memory_order_relaxed);
       return;
     }
@@ -183,8 +197,14 @@ public:
   bool advance_to(tick_t to, std::size_t due_limit = std::numeric_limits<std::size_t>::max());
 
   // The first tick after now() at which a slot comes due, or never_tick if the slots
-  // are empty. Ignores the due list: see has_due().
+  // are empty. Ignores the due list: see has_due(). A staged entry counts at the start
+  // of the slot it will be linked into.
   tick_t next_slot_tick() const noexcept;
+
+  // Links every staged entry into its slot (see "Staging" at the top).
+  void link_staged() noexcept;
+  // How many entries are staged.
+  std::size_t staged() const noexcept { return staged_count_; }
 
   bool has_due() const noexcept { return !due_.empty(); }
   // The oldest due entry, unlinked; nullptr if none.
@@ -196,6 +216,7 @@ public:
     for (std::size_t i = 0; i < slots_ * levels_; ++i)
       for (auto& chain : slots_lists_[i].chains)
         for (auto& e : chain) f(e);
+    for (std::size_t i = 0; i < staged_count_; ++i) f(*staged_[i]);
     for (auto& e : due_) f(e);
     for (auto& e : never_) f(e);
   }
@@ -203,7 +224,8 @@ public:
   // Unlinks every entry (at shutdown).
   void clear() noexcept;
 
-  // How many entries sit in slots (the driver is needed only while this is non-zero).
+  // How many entries sit in slots or are staged (the driver is needed only while this
+  // is non-zero).
   std::size_t slotted() const noexcept { return slotted_; }
 
   std::size_t slots() const noexcept { return slots_; }
@@ -215,11 +237,20 @@ public:
   static constexpr std::size_t slot_chains = 8;
   // The memory of one slot, allocated with the wheel.
   static constexpr std::size_t slot_bytes = slot_chains * sizeof(entry_list);
+  // The staging array's cells (see "Staging" at the top): enough to link a burst of
+  // arrivals with their misses overlapped, few enough that the staged entries are still
+  // in cache when they are linked. Below 2^8: a cell is named by where's low byte.
+  static constexpr std::size_t stage_capacity = 32;
 
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
   // Links an unlinked entry for `deadline` (its deadline as read once).
   void place(wheel_entry& e, tick_t deadline);
+  // Puts an unlinked entry bound for a slot into the staging array; takes it out.
+  void stage(wheel_entry& e) noexcept;
+  void unstage(wheel_entry& e) noexcept;
+  // The first tick of the slot that `deadline` goes to (relative to now_).
+  tick_t slot_start(tick_t deadline) const noexcept;
   std::size_t level_for(tick_t deadline) const noexcept;
   bool is_top(std::uint32_t index) const noexcept { return index >= top_base_; }
   // The first tick of the top-level slot that holds `deadline`, in its own rotation.
@@ -278,6 +309,11 @@ private:
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
   std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> slot non-empty
   std::uint32_t next_chain_ = 0;         // the chain the next link goes to (mod slot_chains)
+  // Entries bound for a slot, not linked yet: cells [0, staged_count_), each entry's
+  // `where` naming its cell. All have a finite deadline > now_, which has not moved
+  // since they came.
+  wheel_entry* staged_[stage_capacity];
+  std::size_t staged_count_ = 0;
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be
   // processed, top_slot_start() of its earliest deadline (entries leaving do not raise
   // it). top_next_: their least over the occupied slots, recomputed when the slot that
