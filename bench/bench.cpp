@@ -30,9 +30,12 @@ namespace {
 // ---------------------------------------------------------------------------------------
 
 void print_preamble(bench_run& b) {
-  std::printf("# asio_wheel_bench (%s mode), Boost %d.%d.%d, %s\n",
+  // Asio's own version too: its headers may be newer than the rest of Boost (the test
+  // matrix's Boost.Asio 1.90 over Debian's Boost 1.81).
+  std::printf("# asio_wheel_bench (%s mode), Boost %d.%d.%d, Asio %d.%d.%d, %s\n",
               b.cfg.quick ? "quick" : "full", BOOST_VERSION / 100000,
-              BOOST_VERSION / 100 % 1000, BOOST_VERSION % 100, __VERSION__);
+              BOOST_VERSION / 100 % 1000, BOOST_VERSION % 100, BOOST_ASIO_VERSION / 100000,
+              BOOST_ASIO_VERSION / 100 % 1000, BOOST_ASIO_VERSION % 100, __VERSION__);
   {
     std::ifstream cpu("/proc/cpuinfo");
     for (std::string line; std::getline(cpu, line);)

@@ -74,7 +74,7 @@ inline void print_help() {
       "  --only W1,W2,...   run only these workloads (W1..W9, W11, S2)\n"
       "  --csv PATH         CSV output (default bench/results/latest.csv; '' = none)\n"
       "  --impl wheel|steady|all   run one implementation only (for callgrind)\n"
-      "  --variant NAME     run one variant only (e.g. reset_after, reset_after_same, drop_in)\n"
+      "  --variant NAME     run one variant only (e.g. cancel_locking_off, reset_after, drop_in)\n"
       "  --n LIST           N values for W1/W2/W3/W8 (e.g. 100000 or 10k,1M)\n"
       "  --ops K            operations per repetition (W1/W2/W8/W9)\n"
       "  --reps R           repetitions\n"

@@ -14,11 +14,23 @@ namespace bench {
 // ---------------------------------------------------------------------------------------
 // W1 churn: with N waits pending, start one more wait on a spare timer, cancel it, and run
 // its aborted handler.
+//
+// Also cancel_locking_off: asio_wheel with wheel_options::locking = off, which is what
+// `automatic` resolves to for this concurrency-hint-1 context where Asio lets it read
+// the hint (Boost 1.87 and later); with Boost 1.81 the default keeps the shard's lock.
 
 template <class Timer>
-row w1_one(bench_run& b, std::size_t n) {
-  const std::string what = std::string("W1 ") + impl_name<Timer>() + " N=" + fmt_n(n);
+row w1_one(bench_run& b, std::size_t n, bool locking_off = false) {
+  const char* variant = locking_off ? "cancel_locking_off" : "cancel";
+  const std::string what = std::string("W1 ") + impl_name<Timer>() + " " + variant + " N=" + fmt_n(n);
   asio::io_context ctx(1);
+  if constexpr (is_wheel<Timer>) {
+    if (locking_off) {
+      asio_wheel::wheel_options o;
+      o.locking = asio_wheel::locking_mode::off;
+      asio_wheel::install(ctx, o);
+    }
+  }
   counters c;
   auto rng = make_rng("W1", n, 0);
   std::vector<Timer> timers;
@@ -49,7 +61,7 @@ row w1_one(bench_run& b, std::size_t n) {
   std::uint64_t fired = c.ok;
   std::string note = settle(b, what, ctx, timers, c, started);
   auto s = summarize(samples);
-  row r{"W1", impl_name<Timer>(), "cancel", n, s.min, s.median, NAN, ""};
+  row r{"W1", impl_name<Timer>(), variant, n, s.min, s.median, NAN, ""};
   r.extra = "fired_meanwhile=" + std::to_string(fired);
   if (unrun) r.extra += ";aborted_run_after_timing=" + std::to_string(unrun);
   r.extra += offset_note(offset) + note;
@@ -62,6 +74,8 @@ inline void w1_group(bench_run& b, std::size_t n) {
   std::vector<row> g;
   if (b.cfg.want_steady() && b.cfg.want_variant("cancel")) g.push_back(w1_one<steady_timer>(b, n));
   if (b.cfg.want_wheel() && b.cfg.want_variant("cancel")) g.push_back(w1_one<wheel_timer>(b, n));
+  if (b.cfg.want_wheel() && b.cfg.want_variant("cancel_locking_off"))
+    g.push_back(w1_one<wheel_timer>(b, n, true));
   b.out.add_group(std::move(g));
 }
 

@@ -22,7 +22,8 @@ set multiplot layout 1,2 title "asio\\_wheel vs boost::asio::steady\\_timer (low
 
 set title "W1 churn: start a wait, cancel it, run its aborted handler"
 plot series("W1", "steady_timer", "cancel") using 1:2 with linespoints lw 2 pt 7 title "steady\\_timer", \
-     series("W1", "asio_wheel", "cancel")   using 1:2 with linespoints lw 2 pt 5 title "asio\\_wheel"
+     series("W1", "asio_wheel", "cancel")   using 1:2 with linespoints lw 2 pt 5 title "asio\\_wheel", \
+     series("W1", "asio_wheel", "cancel_locking_off") using 1:2 with linespoints lw 2 pt 9 title "asio\\_wheel, locking = off"
 
 set title "W2 idle reset: push a random pending timer's deadline"
 plot series("W2", "steady_timer", "expires_after") using 1:2 with linespoints lw 2 pt 7 title "steady\\_timer expires\\_after+async\\_wait", \
