@@ -45,7 +45,7 @@ void timer_state::take_over(timer_state& from) noexcept {
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
   set_expiry(from.expiry());
-  set_may_have_waits(from.may_have_waits());
+  set_may_have_waits(true); // from's waits (it may have some) come here
   from.set_may_have_waits(false);
   if (from.holds_inline_op()) {
     // The op in from's buffer moves to ours, keeping its place among the waits.

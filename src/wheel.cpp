@@ -93,30 +93,35 @@ void wheel::place(wheel_entry& e, tick_t deadline) {
     never_.push_back(e);
     e.where = wheel_entry::in_never;
   } else if (deadline <= now_) {
-    due_.push_back(e);
-    e.where = wheel_entry::in_due;
-    ++due_count_;
+    append_due(e);
   } else {
     stage(e);
   }
 }
 
+void wheel::append_due(wheel_entry& e) noexcept {
+  due_.push_back(e);
+  e.where = wheel_entry::in_due;
+  ++due_count_;
+}
+
+void wheel::put_in_cell(wheel_entry& e, std::size_t cell) noexcept {
+  staged_[cell] = &e;
+  e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
+}
+
 void wheel::stage(wheel_entry& e) noexcept {
   if (staged_count_ == stage_capacity) link_staged();
-  staged_[staged_count_] = &e;
-  e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(staged_count_);
-  ++staged_count_;
+  put_in_cell(e, staged_count_++);
   ++slotted_;
 }
 
 void wheel::unstage(wheel_entry& e) noexcept {
   // The last cell's entry moves into e's: it was staged last, so its line is likely
   // still in cache.
-  const std::size_t cell = e.where - wheel_entry::staged_first;
+  const std::size_t cell = cell_of(e);
   assert(cell < staged_count_ && staged_[cell] == &e);
-  wheel_entry* last = staged_[--staged_count_];
-  staged_[cell] = last;
-  last->where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
+  put_in_cell(*staged_[--staged_count_], cell);
   e.where = wheel_entry::unlinked;
   --slotted_;
 }
@@ -134,12 +139,8 @@ void wheel::link_staged() noexcept {
     index[i] = slot_index(level_for(d), d);
     prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
   }
-  for (std::size_t i = 0; i < staged_count_; ++i) {
-    wheel_entry& e = *staged_[i];
-    e.where = wheel_entry::unlinked;
-    --slotted_; // link counts it again
-    link(e, index[i], deadline[i]);
-  }
+  slotted_ -= staged_count_; // link counts each again
+  for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i]);
   staged_count_ = 0;
 }
 
@@ -195,7 +196,7 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
   to.where = from.where;
   if (!from.linked()) return;
   if (from.is_staged()) {
-    staged_[from.where - wheel_entry::staged_first] = &to;
+    put_in_cell(to, cell_of(from));
     from.where = wheel_entry::unlinked;
     return;
   }
@@ -291,9 +292,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     if (deadline <= t) {
       e.unlink();
       --slotted_;
-      due_.push_back(e);
-      e.where = wheel_entry::in_due;
-      ++due_count_;
+      append_due(e);
       k = (k + 1) % slot_chains;
     } else {
       // Re-placed relative to now == t: a lower level, or this very slot for a top
@@ -357,9 +356,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     assert(deadline != never_tick && deadline >= t && e.where == index);
     --slotted_;
     if (deadline <= t) {
-      due_.push_back(e);
-      e.where = wheel_entry::in_due;
-      ++due_count_;
+      append_due(e);
     } else {
       const std::uint32_t target = slot_index(level_for(deadline), deadline);
       assert(target != index);

@@ -249,6 +249,13 @@ private:
   // Puts an unlinked entry bound for a slot into the staging array; takes it out.
   void stage(wheel_entry& e) noexcept;
   void unstage(wheel_entry& e) noexcept;
+  // The staging cell that a staged entry's `where` names; makes `e` the one in `cell`.
+  static std::size_t cell_of(const wheel_entry& e) noexcept {
+    return e.where - wheel_entry::staged_first;
+  }
+  void put_in_cell(wheel_entry& e, std::size_t cell) noexcept;
+  // Appends an unlinked entry to the due list.
+  void append_due(wheel_entry& e) noexcept;
   // The first tick of the slot that `deadline` goes to (relative to now_).
   tick_t slot_start(tick_t deadline) const noexcept;
   std::size_t level_for(tick_t deadline) const noexcept;
