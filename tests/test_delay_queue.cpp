@@ -378,9 +378,11 @@ BOOST_AUTO_TEST_CASE(decreasing_delays_inside_one_tick_come_out_earliest_first) 
 }
 
 // The expired queue alone (a sorted run with a heap beside it), against a std::map of
-// the same keys: pushes mostly in key order (the run) with some out of it (the heap),
-// pops, erases anywhere (holes in the run), so that the ring wraps, grows, and fills
-// with holes (pushes then go to the heap). The front must always be the least key.
+// the same keys: pushes mostly in key order (the run's back), a little before it (sorted
+// into the run's last keys, past holes among them), far before it (the heap), pops,
+// erases anywhere (holes in the run), so that the ring wraps, grows, and fills with
+// holes (pushes then go to the heap). The front must always be the least key, and every
+// node's place must stay true (an erase through a stale one breaks the queue).
 BOOST_AUTO_TEST_CASE(expired_queue_fronts_the_least_key_under_every_operation) {
   struct node {
     asio_wheel::detail::steady_time expiry;
@@ -405,8 +407,9 @@ BOOST_AUTO_TEST_CASE(expired_queue_fronts_the_least_key_under_every_operation) {
     if (r < 7 || ref.empty()) {
       // In order, a tie (push order breaks it), or one that comes before the back.
       const unsigned how = rng() % 8;
-      const auto expiry = how == 0 ? t - std::chrono::nanoseconds(rng() % 50)
+      const auto expiry = how == 0   ? t - std::chrono::nanoseconds(rng() % 50)
                           : how == 1 ? t
+                          : how == 2 ? t - std::chrono::nanoseconds(rng() % 1000)
                                      : (t += std::chrono::nanoseconds(rng() % 5));
       node& n = nodes.emplace_back(node{expiry, seq++});
       q.reserve(ref.size() + 1);

@@ -9,6 +9,7 @@
 #ifndef ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 
+#include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/detail/wheel_clock.hpp>
 #include <asio_wheel/detail/wheel_op.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
@@ -57,14 +58,18 @@ struct delay_node : due_entry {
   delay_node* next_all = nullptr;
 };
 
-// The expired elements, in (expiry, push order). Elements usually expire in that
-// order, so most go to the back of a sorted run (a ring of keys, read front to back,
-// O(1) both ways); one that comes before the run's back goes to a binary min-heap
+// The expired elements, in (expiry, push order). Elements usually expire nearly in that
+// order, so most go into a sorted run (a ring of keys, read front to back, O(1) both
+// ways): at its back, or, when one comes a little early, sorted in among the last
+// `reorder_window` keys; one that comes before all of those goes to a binary min-heap
 // instead. (The wheel keeps no order inside a tick, and across ticks only by tick, so a
 // FIFO alone would need a sorted insert: quadratic when a tick's elements come out of
-// order.) The front is the lesser of the run's and the heap's. Each node knows its place
-// (expired_place), so erasing one (erase, reset) leaves a hole in the run, O(1), or
-// re-sifts the heap, O(log n).
+// order. A slot's chains take turns, but its walk starts at chain 0, not at the chain
+// its first entry went to: consecutive elements come out shuffled within about
+// slot_chains places, which sent 40% of them to the heap, and its sift on each take
+// writes the place of one node per level, a cache miss each.) The front is the lesser of
+// the run's and the heap's. Each node knows its place (expired_place), so erasing one
+// (erase, reset) leaves a hole in the run, O(1), or re-sifts the heap, O(log n).
 //
 // Both hold each node's key beside its pointer: the run is read in order and a sift
 // compares within the array, writing only the nodes it moves, whose cache misses do not
@@ -86,10 +91,19 @@ public:
 
   void push(Node& n) noexcept {
     const item it{n.expiry, n.seq, &n};
-    if (run_tail_ - run_head_ < run_.size() &&
-        (run_head_ == run_tail_ || !before(it, run_at(run_tail_ - 1)))) {
-      place_in_run(run_tail_++, it);
-      return;
+    if (run_tail_ - run_head_ < run_.size()) {
+      // Its place from the back: after every key it does not come before (ties keep
+      // push order), looking at no more than the window.
+      const std::uint64_t stop =
+          run_tail_ - std::min<std::uint64_t>(run_tail_ - run_head_, reorder_window);
+      std::uint64_t p = run_tail_;
+      while (p != stop && before(it, run_at(p - 1))) --p;
+      if (p != stop || stop == run_head_) { // its place is known: in the run
+        for (std::uint64_t q = run_tail_; q != p; --q) move_in_run(q, run_at(q - 1));
+        ++run_tail_;
+        place_in_run(p, it);
+        return;
+      }
     }
     assert(heap_.size() < heap_.capacity()); // reserved by the push that made n
     heap_.push_back(it);
@@ -131,6 +145,10 @@ private:
   // into the heap. Positions in the run count up from the first push and never repeat
   // while their node is there, so growing the ring moves no node's place.
   static constexpr std::uint64_t run_bit = std::uint64_t{1} << 63;
+  // How far back in the run a push looks for its place: room for the shuffle of the
+  // wheel's walk, twice over. Each key passed over moves up one, its node's place with
+  // it: a node the wheel has just handed over, still in cache.
+  static constexpr std::uint64_t reorder_window = 2 * wheel::slot_chains;
 
   // Earlier expiry first; ties in push order.
   static bool before(const item& a, const item& b) noexcept {
@@ -150,6 +168,11 @@ private:
   void place_in_run(std::uint64_t p, const item& it) noexcept {
     run_at(p) = it;
     it.node->expired_place = p | run_bit;
+  }
+  // As place_in_run, for a key already in the run, which may be a hole.
+  void move_in_run(std::uint64_t p, const item& it) noexcept {
+    run_at(p) = it;
+    if (it.node) it.node->expired_place = p | run_bit;
   }
   void skip_holes() noexcept {
     while (run_head_ != run_tail_ && run_at(run_head_).node == nullptr) ++run_head_;
