@@ -102,6 +102,10 @@ public:
         for (std::uint64_t q = run_tail_; q != p; --q) move_in_run(q, run_at(q - 1));
         ++run_tail_;
         place_in_run(p, it);
+        // The run stays sorted: nothing before it comes after it, and it comes before
+        // what follows (a tie goes behind the keys already there).
+        assert(p == run_head_ || !before(it, run_at(p - 1)));
+        assert(p + 1 == run_tail_ || before(it, run_at(p + 1)));
         return;
       }
     }
