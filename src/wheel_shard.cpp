@@ -114,6 +114,18 @@ void wheel_shard::unschedule_locked(shard_entry& e) {
   disarm_when_idle_locked();
 }
 
+void wheel_shard::settle_idle() {
+  auto guard = lock();
+  if (shut_down_) return; // shutdown took the work and the driver
+  if (stats_.pending == 0) work_ = net::any_io_executor();
+  disarm_when_idle_locked();
+}
+
+bool wheel_shard::context_runs_here_locked() const noexcept {
+  const auto* ex = target_of<net::io_context::executor_type>(executor_);
+  return ex != nullptr && ex->running_in_this_thread();
+}
+
 void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
   assert(to.ops.empty() && !to.linked() && !from.holds_inline_op());
   to.ops.swap(from.ops);

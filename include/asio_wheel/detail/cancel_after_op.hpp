@@ -54,9 +54,18 @@ public:
     if (slot.is_connected()) slot.template emplace<forward_cancellation>(forward_cancellation{state_});
   }
 
+  // The deadline ends first; if the shard is left idle by it, the idle actions wait
+  // until the user's handler has returned (or thrown): a request loop puts its next
+  // deadline on the wheel there, and would otherwise pay a posted disarm and a drop
+  // and retake of the context's work on every request.
   template <class... Args>
   void operator()(Args&&... args) {
-    end();
+    struct settle_after_handler {
+      wheel_shard* shard;
+      ~settle_after_handler() {
+        if (shard) shard->settle_idle();
+      }
+    } settle{end(true)};
     std::move(handler_)(std::forward<Args>(args)...);
   }
 
@@ -64,10 +73,11 @@ public:
 
 private:
   // Unhooks the user's slot, then the deadline (which may wait out an emission).
-  void end() noexcept {
+  // Returns the shard whose settle_idle() is due, if the deadline put it off.
+  wheel_shard* end(bool may_settle_later = false) noexcept {
     auto slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected()) slot.clear();
-    std::exchange(state_, nullptr)->finish();
+    return std::exchange(state_, nullptr)->finish(may_settle_later);
   }
 
   Handler handler_;

@@ -81,20 +81,31 @@ public:
 
   // The operation completed (or its handler was destroyed): takes the entry off the
   // wheel, waits out an emission running on another thread, drops the handler's ref.
-  void finish() noexcept {
+  // With `may_settle_later`, and when this thread runs the shard's context (which then
+  // outlives the caller's next steps), what the shard does on being left idle waits:
+  // returns the shard, whose settle_idle() the caller must then call. Else nullptr.
+  wheel_shard* finish(bool may_settle_later = false) noexcept {
     bool wait = false;
+    wheel_shard* settle = nullptr;
     {
       auto guard = shard_->lock();
       done_ = true;
       if (!shard_->shut_down_locked()) {
-        shard_->unschedule_locked(*this);
-        settle_count_locked(op_result::aborted);
+        if (may_settle_later && shard_->context_runs_here_locked()) settle = shard_;
+        if (settle) {
+          shard_->unschedule_settling_later_locked(*this);
+          settle_count_locked(op_result::aborted, wheel_shard::idle_action::settle_later);
+        } else {
+          shard_->unschedule_locked(*this);
+          settle_count_locked(op_result::aborted);
+        }
       }
       wait = emitting_.load(std::memory_order_relaxed) && emitter_ != std::this_thread::get_id();
     }
     if (wait)
       while (emitting_.load(std::memory_order_acquire)) std::this_thread::yield();
     release();
+    return settle;
   }
 
 protected:
@@ -120,8 +131,9 @@ private:
     deadline_state* s_;
   };
 
-  void settle_count_locked(op_result r) noexcept {
-    if (counted_) shard_->uncount_pending_locked(r);
+  void settle_count_locked(op_result r, wheel_shard::idle_action idle =
+                                             wheel_shard::idle_action::now) noexcept {
+    if (counted_) shard_->uncount_pending_locked(r, 1, idle);
     counted_ = false;
   }
 

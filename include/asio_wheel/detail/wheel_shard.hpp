@@ -249,6 +249,9 @@ public:
   }
   // Unlinks `e` (no effect if it is not linked).
   void unschedule_locked(shard_entry& e);
+  // The same, but what the shard does on being left idle waits for settle_idle(): see
+  // uncount_pending_locked's `idle`.
+  void unschedule_settling_later_locked(shard_entry& e) noexcept { wheel_.remove(e); }
   // The owner of `from` moved to `to`: `to` takes over its place on the wheel and its
   // operations, whose cancellation handlers now point at `to`. `to` holds none, and
   // `from` no inline op (its owner moves that one into `to`'s buffer first).
@@ -291,7 +294,19 @@ public:
   // Counting for an owner that is pending without an op on a list (a cancel_after
   // deadline): the reverse of each other; false if max_pending refuses.
   bool count_pending_locked();
-  void uncount_pending_locked(op_result r, std::size_t n = 1) noexcept;
+  // What an uncount that leaves nothing pending does: drop the context's work now, or
+  // keep it until settle_idle(), which the caller promises to call.
+  enum class idle_action { now, settle_later };
+  void uncount_pending_locked(op_result r, std::size_t n = 1,
+                              idle_action idle = idle_action::now) noexcept;
+  // The idle actions that settle_later held back: drops the work if nothing is pending,
+  // posts the disarm if the wheel is empty. For a completion that runs its user's
+  // handler in between: a request loop starts its next deadline there, so the shard is
+  // not idle after all, and neither the work nor the driver changes hands per request.
+  void settle_idle();
+  // Whether this thread is inside a run() (or poll) of the shard's context, which
+  // therefore outlives what this thread does next (lock held).
+  bool context_runs_here_locked() const noexcept;
 
   // In an on_due: a timer whose expiry was `expiry` completes at step.now; for the
   // stats' max_lateness. Asserts the never-early guarantee.
@@ -388,13 +403,15 @@ inline bool wheel_shard::count_pending_locked() {
     } while (!pending_total_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
   }
   // A pending wait is outstanding work of the context, as with steady_timer: held as
-  // one tracked executor while anything is pending.
-  if (stats_.pending++ == 0)
+  // one tracked executor while anything is pending (and, after an uncount that settles
+  // later, until settle_idle).
+  if (stats_.pending++ == 0 && work_ == nullptr)
     work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
   return true;
 }
 
-inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n) noexcept {
+inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n,
+                                                idle_action idle) noexcept {
   if (n == 0) return;
   assert(stats_.pending >= n);
   stats_.pending -= n;
@@ -403,7 +420,7 @@ inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n) noex
     stats_.expired += n;
   else
     stats_.cancelled += n;
-  if (stats_.pending == 0) work_ = net::any_io_executor();
+  if (stats_.pending == 0 && idle == idle_action::now) work_ = net::any_io_executor();
 }
 
 inline bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when) {
