@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace net = asio;
@@ -426,6 +427,32 @@ BOOST_AUTO_TEST_CASE(without_an_io_executor_the_deadline_lives_where_the_handler
 
 // ---- a request loop in steady mode ----
 
+namespace {
+
+// A socket pair on a context in steady mode (the wheel's driver runs), and its wheel.
+struct steady_pair {
+  net::io_context io;
+  socket_type a{io}, b{io};
+  asio_wheel::wheel_service& svc = net::use_service<asio_wheel::wheel_service>(io);
+  char byte = 0;
+
+  steady_pair() { net::local::connect_pair(a, b); }
+
+  // Reads one byte from `a` with a 10 s deadline.
+  template <class Handler>
+  void read_one(Handler h) {
+    a.async_read_some(net::buffer(&byte, 1), cancel_after(10s, std::move(h)));
+  }
+  // Runs until nothing is left: at once, unless the shard still holds work. The bound
+  // only ends such a failure.
+  void run_until_idle() {
+    io.restart();
+    io.run_for(30s);
+  }
+};
+
+} // namespace
+
 // A request loop: each read's handler starts the next read with its own deadline. The
 // deadline that leaves puts off the shard's idle actions (dropping the context's work,
 // the driver's disarm) until the handler has returned, when the next one is on the
@@ -433,44 +460,33 @@ BOOST_AUTO_TEST_CASE(without_an_io_executor_the_deadline_lives_where_the_handler
 // driver ever firing (were they lost, the context's work would never be given back and
 // run() would not return at all).
 BOOST_AUTO_TEST_CASE(steady_request_loop_returns_once_its_last_deadline_ends) {
-  net::io_context io;
-  socket_type a(io), b(io);
-  net::local::connect_pair(a, b);
-  auto& svc = net::use_service<asio_wheel::wheel_service>(io);
-  char byte = 0;
+  steady_pair p;
   int reads = 0;
   std::function<void()> start_read = [&] {
-    a.async_read_some(net::buffer(&byte, 1), cancel_after(10s, [&](error_code ec, std::size_t) {
-                        BOOST_TEST(!ec);
-                        if (++reads < 100) start_read();
-                      }));
+    p.read_one([&](error_code ec, std::size_t) {
+      BOOST_TEST(!ec);
+      if (++reads < 100) start_read();
+    });
   };
-  net::write(b, net::buffer(std::string(100, 'x')));
+  net::write(p.b, net::buffer(std::string(100, 'x')));
   start_read();
-  io.run_for(30s); // returns at once when nothing is left; the bound only ends a failure
-  BOOST_TEST(io.stopped());
+  p.run_until_idle();
+  BOOST_TEST(p.io.stopped());
   BOOST_TEST(reads == 100);
-  BOOST_TEST(svc.stats().pending == 0u);
-  BOOST_TEST(svc.stats().cancelled == 100u); // each deadline left unfired
-  BOOST_TEST(svc.stats().wakeups == 0u);
+  BOOST_TEST(p.svc.stats().pending == 0u);
+  BOOST_TEST(p.svc.stats().cancelled == 100u); // each deadline left unfired
+  BOOST_TEST(p.svc.stats().wakeups == 0u);
 }
 
 // The same when the handler throws out of run(): the idle actions happen on the way
 // out, and the next run() returns at once.
 BOOST_AUTO_TEST_CASE(steady_handler_that_throws_still_settles_the_shard) {
-  net::io_context io;
-  socket_type a(io), b(io);
-  net::local::connect_pair(a, b);
-  auto& svc = net::use_service<asio_wheel::wheel_service>(io);
-  char byte = 0;
-  a.async_read_some(net::buffer(&byte, 1), cancel_after(10s, [](error_code, std::size_t) {
-                      throw std::runtime_error("handler");
-                    }));
-  net::write(b, net::buffer("x", 1));
-  BOOST_CHECK_THROW(io.run(), std::runtime_error);
-  BOOST_TEST(svc.stats().pending == 0u);
-  io.restart();
-  io.run_for(30s); // as above
-  BOOST_TEST(io.stopped());
-  BOOST_TEST(svc.stats().wakeups == 0u);
+  steady_pair p;
+  p.read_one([](error_code, std::size_t) { throw std::runtime_error("handler"); });
+  net::write(p.b, net::buffer("x", 1));
+  BOOST_CHECK_THROW(p.io.run(), std::runtime_error);
+  BOOST_TEST(p.svc.stats().pending == 0u);
+  p.run_until_idle();
+  BOOST_TEST(p.io.stopped());
+  BOOST_TEST(p.svc.stats().wakeups == 0u);
 }
