@@ -26,24 +26,23 @@ wheel::wheel(std::size_t slots, std::size_t levels)
     : slots_(slots),
       levels_(levels),
       shift_(static_cast<unsigned>(countr_zero(slots))),
-      words_((slots + word_bits - 1) / word_bits),
       top_base_(static_cast<std::uint32_t>((levels - 1) * slots)),
       // (levels - 1) * shift_ <= 64 - shift_ < 64: the shift is defined.
       top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
       slots_lists_(new slot_lists[slots * levels]),
-      bits_(levels * words_, 0),
+      bits_((slots * levels + word_bits - 1) / word_bits, 0),
       top_due_(new tick_t[slots]) {
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
   static_assert(stage_capacity <= wheel_entry::in_never - wheel_entry::staged_first);
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
+  for (unsigned bit = 0; bit < 64; ++bit)
+    level_of_bit_[bit] = static_cast<std::uint8_t>(std::min<std::size_t>(bit / shift_, levels - 1));
 }
 
 std::size_t wheel::level_for(tick_t deadline) const noexcept {
   // The highest base-`slots` digit in which the deadline differs from now.
   const tick_t diff = (now_ ^ deadline) | (slots_ - 1);
-  const unsigned high_bit = 63 - static_cast<unsigned>(countl_zero(diff));
-  const std::size_t level = high_bit / shift_;
-  return level < levels_ ? level : levels_ - 1;
+  return level_of_bit_[63 - countl_zero(diff)];
 }
 
 std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexcept {
@@ -58,33 +57,21 @@ bool wheel::slot_empty(std::uint32_t index) const noexcept {
   return true;
 }
 
-bool wheel::occupied(std::uint32_t index) const noexcept {
-  const std::size_t slot = index & (slots_ - 1);
-  return (bitmap(index >> shift_)[slot / word_bits] >> (slot % word_bits)) & 1;
-}
-
-void wheel::set_occupied(std::uint32_t index, bool on) noexcept {
-  const std::size_t slot = index & (slots_ - 1);
-  const std::uint64_t bit = std::uint64_t{1} << (slot % word_bits);
-  std::uint64_t& word = bitmap(index >> shift_)[slot / word_bits];
-  word = on ? (word | bit) : (word & ~bit);
-}
-
-void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept {
+inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept {
   // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
-  const bool was_empty = !occupied(index);
   chains(index)[next_chain_++ % slot_chains].push_back(e);
   e.where = index;
-  ++slotted_;
-  set_occupied(index, true);
-  if (is_top(index)) {
-    const tick_t start = top_slot_start(deadline);
-    assert(start > now_); // the deadline differs from now in the top digit or above
-    tick_t& due = top_due_[index - top_base_];
-    due = was_empty ? start : std::min(due, start);
-    top_next_ = std::min(top_next_, start);
-  }
+  if (is_top(index)) note_top_link(index, deadline, !occupied(index));
+  set_occupied(index);
+}
+
+void wheel::note_top_link(std::uint32_t index, tick_t deadline, bool was_empty) noexcept {
+  const tick_t start = top_slot_start(deadline);
+  assert(start > now_); // the deadline differs from now in the top digit or above
+  tick_t& due = top_due_[index - top_base_];
+  due = was_empty ? start : std::min(due, start);
+  top_next_ = std::min(top_next_, start);
 }
 
 void wheel::place(wheel_entry& e, tick_t deadline) {
@@ -139,7 +126,6 @@ void wheel::link_staged() noexcept {
     index[i] = slot_index(level_for(d), d);
     prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
   }
-  slotted_ -= staged_count_; // link counts each again
   for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i]);
   staged_count_ = 0;
 }
@@ -165,7 +151,7 @@ void wheel::remove(wheel_entry& e) noexcept {
   if (slotted) {
     --slotted_;
     if (empties_chain && slot_empty(index)) {
-      set_occupied(index, false);
+      clear_occupied(index);
       // top_next_ may stay a lower bound, but not when the slot that made it is gone:
       // an empty or stale top would cost a wake-up for nothing.
       if (is_top(index) && top_due_[index - top_base_] == top_next_) recompute_top_next();
@@ -206,13 +192,18 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
 
 std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noexcept {
   if (from >= slots_) return slots_;
-  const std::uint64_t* words = bitmap(level);
-  std::size_t w = from / word_bits;
-  std::uint64_t word = words[w] & (~std::uint64_t{0} << (from % word_bits));
+  // The level's bits are [base, base + slots_) of bits_; with fewer than 64 slots a word
+  // holds several levels, hence the check against the end.
+  const std::size_t base = level * slots_, end = base + slots_;
+  std::size_t w = (base + from) / word_bits;
+  std::uint64_t word = bits_[w] & (~std::uint64_t{0} << ((base + from) % word_bits));
   for (;;) {
-    if (word != 0) return w * word_bits + static_cast<std::size_t>(countr_zero(word));
-    if (++w == words_) return slots_;
-    word = words[w];
+    if (word != 0) {
+      const std::size_t found = w * word_bits + countr_zero(word);
+      return found < end ? found - base : slots_;
+    }
+    if (++w * word_bits >= end) return slots_;
+    word = bits_[w];
   }
 }
 
@@ -236,7 +227,13 @@ tick_t wheel::next_slot_tick() const noexcept {
   for (std::size_t level = 0; level + 1 < levels_; ++level) {
     const std::size_t current = (now_ >> (level * shift_)) & (slots_ - 1);
     const std::size_t slot = find_occupied(level, current + 1);
-    if (slot < slots_) best = std::min(best, slot_due(level, slot));
+    if (slot < slots_) {
+      best = std::min(best, slot_due(level, slot));
+      // A slot of this level comes due before the level's rotation ends, and a slot of a
+      // higher level (below the top) only at the start of one of its slots, which is also
+      // the end of a rotation of this level: none of them can come first.
+      break;
+    }
   }
   for (std::size_t i = 0; i < staged_count_; ++i)
     best = std::min(best, slot_start(staged_[i]->deadline_tick()));
@@ -300,8 +297,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       const std::uint32_t target = slot_index(level_for(deadline), deadline);
       if (target != index) {
         e.unlink();
-        --slotted_;
-        link(e, target, deadline);
+        link(e, target, deadline); // from slot to slot: slotted_ stays
         k = (k + 1) % slot_chains;
       } else {
         stays_until = std::min(stays_until, top_slot_start(deadline));
@@ -309,7 +305,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     }
   }
   if (slot_empty(index))
-    set_occupied(index, false);
+    clear_occupied(index);
   else if (is_top(index))
     top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
   return finished;
@@ -354,19 +350,25 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     else
       --walking;
     assert(deadline != never_tick && deadline >= t && e.where == index);
-    --slotted_;
     if (deadline <= t) {
+      --slotted_;
       append_due(e);
-    } else {
+    } else { // from slot to slot: slotted_ stays
       const std::uint32_t target = slot_index(level_for(deadline), deadline);
       assert(target != index);
       link(e, target, deadline);
     }
     k = (k + 1) % slot_chains;
   }
-  for (std::size_t c = 0; c < slot_chains; ++c)
-    if (at[c] != nullptr) chain[c].put_back(*at[c], *last[c]);
-  if (slot_empty(index)) set_occupied(index, false);
+  // Every entry that left went to another slot or the due list, so the slot is empty
+  // unless the walk stopped, with the entry it stopped at (and its chain's rest) left.
+  if (finished) {
+    assert(slot_empty(index));
+    clear_occupied(index);
+  } else {
+    for (std::size_t c = 0; c < slot_chains; ++c)
+      if (at[c] != nullptr) chain[c].put_back(*at[c], *last[c]);
+  }
   return finished;
 }
 
@@ -425,15 +427,6 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
     if (!process_tick(t, levels_ - 1, due_limit)) return false;
   }
   return true;
-}
-
-wheel_entry* wheel::pop_due() noexcept {
-  if (due_.empty()) return nullptr;
-  wheel_entry& e = due_.front();
-  due_.pop_front();
-  e.where = wheel_entry::unlinked;
-  --due_count_;
-  return &e;
 }
 
 void wheel::clear() noexcept {

@@ -208,7 +208,15 @@ public:
 
   bool has_due() const noexcept { return !due_.empty(); }
   // The oldest due entry, unlinked; nullptr if none.
-  wheel_entry* pop_due() noexcept;
+  // Inline: a shard's step calls it once per expiring entry.
+  wheel_entry* pop_due() noexcept {
+    if (due_.empty()) return nullptr;
+    wheel_entry& e = due_.front();
+    due_.pop_front();
+    e.where = wheel_entry::unlinked;
+    --due_count_;
+    return &e;
+  }
 
   // Visits every linked entry (slots, due list, never list); `f` must not relink.
   template <class F>
@@ -267,7 +275,8 @@ private:
   bool process_top(tick_t t, std::size_t due_limit);
   void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
-  // Links `e` into slot `index`, the one for `deadline` (its deadline as read).
+  // Links `e` into slot `index`, the one for `deadline` (its deadline as read). The
+  // caller counts it in slotted_: an entry that came staged or from another slot already is.
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept;
   // The chains of slot `index`: slot_chains lists.
   entry_list* chains(std::uint32_t index) const noexcept { return slots_lists_[index].chains; }
@@ -282,20 +291,29 @@ private:
   bool process_tick(tick_t t, std::size_t first_level, std::size_t due_limit);
   // The tick at which an occupied slot next comes due.
   tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
-  // The occupancy bit of slot `index` (level * slots + slot): set iff non-empty.
-  bool occupied(std::uint32_t index) const noexcept;
-  void set_occupied(std::uint32_t index, bool on) noexcept;
+  // The occupancy bit of slot `index` (level * slots + slot): set iff non-empty. Bit
+  // `index` of bits_, so that a link finds its word without knowing the level.
+  bool occupied(std::uint32_t index) const noexcept {
+    return (bits_[index / 64] >> (index % 64)) & 1;
+  }
+  void set_occupied(std::uint32_t index) noexcept {
+    bits_[index / 64] |= std::uint64_t{1} << (index % 64);
+  }
+  void clear_occupied(std::uint32_t index) noexcept {
+    bits_[index / 64] &= ~(std::uint64_t{1} << (index % 64));
+  }
   // First occupied slot >= from on `level`, or slots_ if none.
   std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
-  std::uint64_t* bitmap(std::size_t level) noexcept { return &bits_[level * words_]; }
-  const std::uint64_t* bitmap(std::size_t level) const noexcept {
-    return &bits_[level * words_];
-  }
+  // link's part for a top-level slot: its due tick and top_next_.
+  void note_top_link(std::uint32_t index, tick_t deadline, bool was_empty) noexcept;
 
   std::size_t slots_;
   std::size_t levels_;
   unsigned shift_;           // log2(slots)
-  std::size_t words_;        // bitmap words per level
+  // level_for's answer by the highest bit in which a deadline differs from now_ (bit /
+  // shift_, capped at the top level): a load instead of a division by a run-time shift_
+  // on every link.
+  std::uint8_t level_of_bit_[64];
   std::uint32_t top_base_;   // (levels - 1) * slots: the top level's first list index
   tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
@@ -314,7 +332,7 @@ private:
   };
   static_assert(sizeof(slot_lists) == slot_bytes, "a slot is its chains' sentinels");
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
-  std::vector<std::uint64_t> bits_;      // levels * words, bit set <=> slot non-empty
+  std::vector<std::uint64_t> bits_;      // bit `index` set <=> slot `index` non-empty
   std::uint32_t next_chain_ = 0;         // the chain the next link goes to (mod slot_chains)
   // Entries bound for a slot, not linked yet: cells [0, staged_count_), each entry's
   // `where` naming its cell. All have a finite deadline > now_, which has not moved
