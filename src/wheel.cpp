@@ -50,6 +50,13 @@ std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexce
   return static_cast<std::uint32_t>(level * slots_ + slot);
 }
 
+std::uint32_t wheel::slot_for(tick_t deadline) const noexcept {
+  // Most entries that a slot's walk re-places differ from now_ in the lowest digit only
+  // (a level-1 slot cascading): their slot is that digit on level 0.
+  if ((deadline ^ now_) < slots_) return static_cast<std::uint32_t>(deadline & (slots_ - 1));
+  return slot_index(level_for(deadline), deadline);
+}
+
 bool wheel::slot_empty(std::uint32_t index) const noexcept {
   const entry_list* c = chains(index);
   for (std::size_t k = 0; k < slot_chains; ++k)
@@ -123,7 +130,7 @@ void wheel::link_staged() noexcept {
     const tick_t d = staged_[i]->deadline_tick(); // read once: an owner may raise it
     assert(d != never_tick && d > now_);
     deadline[i] = d;
-    index[i] = slot_index(level_for(d), d);
+    index[i] = slot_for(d);
     prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
   }
   for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i]);
@@ -294,7 +301,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     } else {
       // Re-placed relative to now == t: a lower level, or this very slot for a top
       // level entry whose round has not come yet (it then stays where it is).
-      const std::uint32_t target = slot_index(level_for(deadline), deadline);
+      const std::uint32_t target = slot_for(deadline);
       if (target != index) {
         e.unlink();
         link(e, target, deadline); // from slot to slot: slotted_ stays
@@ -354,7 +361,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       --slotted_;
       append_due(e);
     } else { // from slot to slot: slotted_ stays
-      const std::uint32_t target = slot_index(level_for(deadline), deadline);
+      const std::uint32_t target = slot_for(deadline);
       assert(target != index);
       link(e, target, deadline);
     }

@@ -275,6 +275,8 @@ private:
   bool process_top(tick_t t, std::size_t due_limit);
   void recompute_top_next() noexcept;
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
+  // The slot that `deadline` (> now_, finite) goes to: slot_index(level_for(d), d).
+  std::uint32_t slot_for(tick_t deadline) const noexcept;
   // Links `e` into slot `index`, the one for `deadline` (its deadline as read). The
   // caller counts it in slotted_: an entry that came staged or from another slot already is.
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept;
