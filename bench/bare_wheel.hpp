@@ -25,7 +25,8 @@
 //           before it reads them is not held to one miss per list in flight: this is
 //           what a pass would cost if slots held arrays of pointers, not lists.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
-// and none before its deadline tick, or the run fails.
+// and none before its deadline tick, or the run fails. --variant PHASE times that phase
+// alone (scripts/bench --callgrind counts its instructions per entry).
 #ifndef ASIO_WHEEL_BENCH_BARE_WHEEL_HPP
 #define ASIO_WHEEL_BENCH_BARE_WHEEL_HPP
 
@@ -52,25 +53,34 @@ inline void w11_run(bench_run& b) {
   std::iota(cancel_order.begin(), cancel_order.end(), 0u);
   std::shuffle(cancel_order.begin(), cancel_order.end(), rng);
 
+  // A phase is timed when its variant is wanted (--variant, for callgrind: only that
+  // phase inside bench_timed_region); the insert and cancel phases run all the same, untimed,
+  // since the ones after them need their state. The other phases are skipped.
+  auto phase = [&](const char* variant, std::vector<double>& into, auto&& f) {
+    if (b.cfg.want_variant(variant))
+      into.push_back(time_ns(f) / double(n));
+    else
+      f();
+  };
   std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, array_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
-    insert_ns.push_back(time_ns([&] {
+    phase("insert", insert_ns, [&] {
       for (std::size_t i = 0; i < n; ++i) w.insert(entries[i], deadlines[i]);
-    }) / double(n));
-    cancel_ns.push_back(time_ns([&] {
+    });
+    phase("cancel", cancel_ns, [&] {
       for (std::uint32_t i : cancel_order) w.remove(entries[i]);
-    }) / double(n));
-    for (std::size_t i = 0; i < n; ++i) w.insert(entries[i], deadlines[i]);
+    });
     for (const std::size_t batch : {std::size_t(1024), std::size_t(-1)}) {
-      // A fresh wheel each (the last one stands at max_tick), filled untimed.
+      const char* variant = batch == 1024 ? "expire" : "expire_all";
+      if (!b.cfg.want_variant(variant)) continue;
+      // A fresh wheel for expire_all (the first one stands at max_tick), filled untimed.
       d::wheel fresh(256, 4);
       d::wheel& x = batch == 1024 ? w : fresh;
-      if (batch != 1024)
-        for (std::size_t i = 0; i < n; ++i) x.insert(entries[i], deadlines[i]);
+      for (std::size_t i = 0; i < n; ++i) x.insert(entries[i], deadlines[i]);
       std::size_t expired = 0, early = 0;
-      const double ns = time_ns([&] {
+      phase(variant, batch == 1024 ? expire_ns : expire_all_ns, [&] {
         for (bool reached = false; !reached;) {
           reached = x.advance_to(max_tick, batch);
           while (d::wheel_entry* e = x.pop_due()) {
@@ -78,18 +88,17 @@ inline void w11_run(bench_run& b) {
             ++expired;
           }
         }
-      }) / double(n);
-      (batch == 1024 ? expire_ns : expire_all_ns).push_back(ns);
+      });
       if (expired != n)
         b.fail.add("W11: " + std::to_string(expired) + " of " + std::to_string(n) + " entries expired");
       if (early != 0) b.fail.add("W11: " + std::to_string(early) + " entries expired early");
     }
-    {
+    if (b.cfg.want_variant("walk_floor")) {
       constexpr std::size_t k = d::wheel::slot_chains;
       d::entry_list lists[k];
       for (std::size_t i = 0; i < n; ++i) lists[i % k].push_back(entries[cancel_order[i]]);
       d::tick_t sum = 0;
-      walk_ns.push_back(time_ns([&] {
+      phase("walk_floor", walk_ns, [&] {
         d::entry_list::iterator at[k];
         std::size_t walking = 0;
         for (std::size_t c = 0; c < k; ++c)
@@ -100,41 +109,44 @@ inline void w11_run(bench_run& b) {
             sum += at[c]->deadline_tick();
             if (++at[c] == lists[c].end()) --walking;
           }
-      }) / double(n));
+      });
       for (auto& l : lists) l.clear();
       // Every deadline is at least 1: the sum proves each entry was read (and keeps
       // the reads from being optimised away).
       if (sum < n) b.fail.add("W11: the floor walk read " + std::to_string(sum) + " < N");
     }
-    {
+    if (b.cfg.want_variant("array_floor")) {
       std::vector<const d::wheel_entry*> cells(n);
       for (std::size_t i = 0; i < n; ++i) cells[i] = &entries[cancel_order[i]];
       constexpr std::size_t ahead = 16;
       d::tick_t sum = 0;
-      array_ns.push_back(time_ns([&] {
+      phase("array_floor", array_ns, [&] {
         for (std::size_t i = 0; i < n; ++i) {
           if (i + ahead < n) __builtin_prefetch(cells[i + ahead]);
           sum += cells[i]->deadline_tick();
         }
-      }) / double(n));
+      });
       if (sum < n) b.fail.add("W11: the array walk read " + std::to_string(sum) + " < N");
     }
   }
 
-  const summary ins = summarize(insert_ns), can = summarize(cancel_ns), exp = summarize(expire_ns),
-                all = summarize(expire_all_ns), walk = summarize(walk_ns),
-                array = summarize(array_ns);
   std::vector<row> g;
-  g.push_back({"W11", impl_wheel, "insert", n, ins.min, ins.median, NAN, ""});
-  g.push_back({"W11", impl_wheel, "cancel", n, can.min, can.median, NAN, ""});
-  g.push_back({"W11", impl_wheel, "insert+cancel", n, ins.min + can.min, ins.median + can.median,
-               NAN, "target<=30ns"});
-  g.push_back({"W11", impl_wheel, "expire", n, exp.min, exp.median, NAN, "target<=20ns"});
-  g.push_back({"W11", impl_wheel, "expire_all", n, all.min, all.median, NAN, ""});
-  g.push_back({"W11", impl_wheel, "walk_floor", n, walk.min, walk.median, NAN,
-               "one_pass_no_wheel;chains=" + std::to_string(d::wheel::slot_chains)});
-  g.push_back({"W11", impl_wheel, "array_floor", n, array.min, array.median, NAN,
-               "one_pass_no_wheel;addresses_in_an_array"});
+  auto add = [&](const char* variant, const std::vector<double>& ns, std::string extra) {
+    if (ns.empty()) return;
+    const summary s = summarize(ns);
+    g.push_back({"W11", impl_wheel, variant, n, s.min, s.median, NAN, std::move(extra)});
+  };
+  add("insert", insert_ns, "");
+  add("cancel", cancel_ns, "");
+  if (!insert_ns.empty() && !cancel_ns.empty()) {
+    const summary ins = summarize(insert_ns), can = summarize(cancel_ns);
+    g.push_back({"W11", impl_wheel, "insert+cancel", n, ins.min + can.min,
+                 ins.median + can.median, NAN, "target<=30ns"});
+  }
+  add("expire", expire_ns, "target<=20ns");
+  add("expire_all", expire_all_ns, "");
+  add("walk_floor", walk_ns, "one_pass_no_wheel;chains=" + std::to_string(d::wheel::slot_chains));
+  add("array_floor", array_ns, "one_pass_no_wheel;addresses_in_an_array");
   b.out.add_group(std::move(g));
 }
 
