@@ -69,27 +69,26 @@ inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) no
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
   chains(index)[next_chain_++ % slot_chains].push_back(e);
   e.where = index;
-  if (is_top(index)) note_top_link(index, deadline, !occupied(index));
+  if (is_top(index)) note_top_link(index, deadline);
   set_occupied(index);
 }
 
-void wheel::note_top_link(std::uint32_t index, tick_t deadline, bool was_empty) noexcept {
+void wheel::note_top_link(std::uint32_t index, tick_t deadline) noexcept {
   const tick_t start = top_slot_start(deadline);
   assert(start > now_); // the deadline differs from now in the top digit or above
   tick_t& due = top_due_[index - top_base_];
-  due = was_empty ? start : std::min(due, start);
+  assert(occupied(index) || due == never_tick);
+  due = std::min(due, start);
   top_next_ = std::min(top_next_, start);
 }
 
-void wheel::place(wheel_entry& e, tick_t deadline) {
-  assert(!e.linked());
+void wheel::place_unslotted(wheel_entry& e, tick_t deadline) {
+  assert(!e.linked() && (deadline == never_tick || deadline <= now_));
   if (deadline == never_tick) {
     never_.push_back(e);
     e.where = wheel_entry::in_never;
-  } else if (deadline <= now_) {
-    append_due(e);
   } else {
-    stage(e);
+    append_due(e);
   }
 }
 
@@ -97,17 +96,6 @@ void wheel::append_due(wheel_entry& e) noexcept {
   due_.push_back(e);
   e.where = wheel_entry::in_due;
   ++due_count_;
-}
-
-void wheel::put_in_cell(wheel_entry& e, std::size_t cell) noexcept {
-  staged_[cell] = &e;
-  e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
-}
-
-void wheel::stage(wheel_entry& e) noexcept {
-  if (staged_count_ == stage_capacity) link_staged();
-  put_in_cell(e, staged_count_++);
-  ++slotted_;
 }
 
 void wheel::unstage(wheel_entry& e) noexcept {
@@ -161,7 +149,12 @@ void wheel::remove(wheel_entry& e) noexcept {
       clear_occupied(index);
       // top_next_ may stay a lower bound, but not when the slot that made it is gone:
       // an empty or stale top would cost a wake-up for nothing.
-      if (is_top(index) && top_due_[index - top_base_] == top_next_) recompute_top_next();
+      if (is_top(index)) {
+        tick_t& due = top_due_[index - top_base_];
+        const bool made_next = due == top_next_;
+        due = never_tick;
+        if (made_next) recompute_top_next();
+      }
     }
   }
 }
@@ -311,10 +304,12 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       }
     }
   }
-  if (slot_empty(index))
+  if (slot_empty(index)) {
     clear_occupied(index);
-  else if (is_top(index))
+    if (is_top(index)) top_due_[index - top_base_] = never_tick;
+  } else if (is_top(index)) {
     top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
+  }
   return finished;
 }
 

@@ -253,15 +253,30 @@ public:
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
   // Links an unlinked entry for `deadline` (its deadline as read once).
-  void place(wheel_entry& e, tick_t deadline);
+  void place(wheel_entry& e, tick_t deadline) {
+    assert(!e.linked());
+    if (deadline > now_ && deadline != never_tick)
+      stage(e); // the common case, inline: a slot's deadline
+    else
+      place_unslotted(e, deadline);
+  }
+  // place for a deadline due at once (the due list) or never_tick (the never list).
+  void place_unslotted(wheel_entry& e, tick_t deadline);
   // Puts an unlinked entry bound for a slot into the staging array; takes it out.
-  void stage(wheel_entry& e) noexcept;
+  void stage(wheel_entry& e) noexcept {
+    if (staged_count_ == stage_capacity) link_staged();
+    put_in_cell(e, staged_count_++);
+    ++slotted_;
+  }
   void unstage(wheel_entry& e) noexcept;
   // The staging cell that a staged entry's `where` names; makes `e` the one in `cell`.
   static std::size_t cell_of(const wheel_entry& e) noexcept {
     return e.where - wheel_entry::staged_first;
   }
-  void put_in_cell(wheel_entry& e, std::size_t cell) noexcept;
+  void put_in_cell(wheel_entry& e, std::size_t cell) noexcept {
+    staged_[cell] = &e;
+    e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
+  }
   // Appends an unlinked entry to the due list.
   void append_due(wheel_entry& e) noexcept;
   // The first tick of the slot that `deadline` goes to (relative to now_).
@@ -307,7 +322,7 @@ private:
   // First occupied slot >= from on `level`, or slots_ if none.
   std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
   // link's part for a top-level slot: its due tick and top_next_.
-  void note_top_link(std::uint32_t index, tick_t deadline, bool was_empty) noexcept;
+  void note_top_link(std::uint32_t index, tick_t deadline) noexcept;
 
   std::size_t slots_;
   std::size_t levels_;
@@ -343,8 +358,9 @@ private:
   std::size_t staged_count_ = 0;
   // Per top-level slot, while occupied: a lower bound of the tick at which it must be
   // processed, top_slot_start() of its earliest deadline (entries leaving do not raise
-  // it). top_next_: their least over the occupied slots, recomputed when the slot that
-  // holds it empties or is processed.
+  // it); never_tick while empty, so that a link only takes the least. top_next_: their
+  // least over the occupied slots, recomputed when the slot that holds it empties or is
+  // processed.
   std::unique_ptr<tick_t[]> top_due_;
   tick_t top_next_ = never_tick;
   entry_list due_;
