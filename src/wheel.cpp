@@ -96,6 +96,7 @@ void wheel::append_due(wheel_entry& e) noexcept {
   due_.push_back(e);
   e.where = wheel_entry::in_due;
   ++due_count_;
+  due_hint_[hints_appended_++ % due_hints] = &e;
 }
 
 void wheel::unstage(wheel_entry& e) noexcept {
@@ -139,7 +140,10 @@ void wheel::remove(wheel_entry& e) noexcept {
   }
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
-  if (e.is_due()) --due_count_;
+  if (e.is_due()) {
+    --due_count_;
+    hints_match_ = false; // it leaves from anywhere in the list: see "Due hints"
+  }
   const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
@@ -186,6 +190,7 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
     from.where = wheel_entry::unlinked;
     return;
   }
+  if (from.is_due()) hints_match_ = false; // the ring names `from`
   from.replace_with(to);
   from.where = wheel_entry::unlinked;
 }
@@ -444,6 +449,7 @@ void wheel::clear() noexcept {
   top_next_ = never_tick;
   slotted_ = 0;
   due_count_ = 0;
+  forget_due_hints();
   resume_level_ = no_resume;
   resume_chain_ = 0;
 }

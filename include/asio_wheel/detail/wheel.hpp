@@ -208,13 +208,20 @@ public:
 
   bool has_due() const noexcept { return !due_.empty(); }
   // The oldest due entry, unlinked; nullptr if none.
-  // Inline: a shard's step calls it once per expiring entry.
+  // Inline: a shard's step calls it once per expiring entry. It asks for the line of the
+  // entry due_hint_ahead places behind this one (see "Due hints" below).
   wheel_entry* pop_due() noexcept {
-    if (due_.empty()) return nullptr;
+    if (due_.empty()) {
+      forget_due_hints();
+      return nullptr;
+    }
     wheel_entry& e = due_.front();
     due_.pop_front();
     e.where = wheel_entry::unlinked;
     --due_count_;
+    const std::size_t ahead = hints_popped_++ + due_hint_ahead;
+    if (hints_match_ && ahead < hints_appended_ && hints_appended_ - ahead <= due_hints)
+      __builtin_prefetch(due_hint_[ahead % due_hints], 1);
     return &e;
   }
 
@@ -365,6 +372,25 @@ private:
   tick_t top_next_ = never_tick;
   entry_list due_;
   entry_list never_;
+
+  // Due hints. Taking the due list in order is a chase: the next entry's address is in
+  // the line of the one before, so each pop waits for a line, one after another (W11 at
+  // 1M, a batch of 1024 made due then popped: 12 ns a pop, with the lines in L2). So the
+  // wheel also writes each entry it appends into a ring, in the list's order, and a pop
+  // asks for the line of the entry due_hint_ahead places on: the lines come in together.
+  // Only a hint: an entry that leaves the list otherwise than by pop_due (remove,
+  // replace) turns the hints off until the list is empty again, so that a hint never
+  // names another entry than the one in its place.
+  static constexpr std::size_t due_hints = 1024; // expiry_batch's default
+  static constexpr std::size_t due_hint_ahead = 8;
+  void forget_due_hints() noexcept {
+    hints_appended_ = hints_popped_ = 0;
+    hints_match_ = true;
+  }
+  wheel_entry* due_hint_[due_hints];
+  std::size_t hints_appended_ = 0; // entries appended since the list was last empty
+  std::size_t hints_popped_ = 0;   // of which pop_due took this many
+  bool hints_match_ = true;        // the list is the ring's order from hints_popped_ on
 };
 
 } // namespace asio_wheel::detail
