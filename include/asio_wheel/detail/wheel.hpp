@@ -209,12 +209,14 @@ public:
   bool has_due() const noexcept { return !due_.empty(); }
   // The oldest due entry, unlinked; nullptr if none.
   // Inline: a shard's step calls it once per expiring entry. It asks for the line of the
-  // entry due_hint_ahead places behind this one (see "Due hints" below).
+  // entry due_hint_ahead places after this one (see "Due hints" below).
   wheel_entry* pop_due() noexcept {
     if (due_.empty()) {
       forget_due_hints();
       return nullptr;
     }
+    // While the hints match, the ring holds every entry the list does, in its order.
+    assert(!hints_match_ || hints_appended_ - hints_popped_ == due_count_);
     wheel_entry& e = due_.front();
     due_.pop_front();
     e.where = wheel_entry::unlinked;
