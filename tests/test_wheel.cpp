@@ -257,6 +257,37 @@ BOOST_AUTO_TEST_CASE(replace_takes_over_the_place) {
   }
 }
 
+
+// The due list is taken in order however its entries leave. pop_due asks ahead for the
+// lines of the entries it will return next, from a ring of their addresses that a remove
+// or a move out of the middle of the list makes stale: the order and the set of entries
+// must not depend on that, before, during and after.
+BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_through_removes_and_moves) {
+  wheel w(16, 3);
+  std::vector<node> nodes(60), spares(60);
+  for (int round = 0; round < 2; ++round) {
+    const tick_t base = w.now();
+    for (int i = 0; i < 40; ++i) {
+      nodes[std::size_t(i)].id = spares[std::size_t(i)].id = i;
+      w.insert(nodes[std::size_t(i)], base + 1 + tick_t(i)); // one tick each: an order
+    }
+    w.advance_to(base + 40);
+    std::vector<int> got;
+    for (int k = 0; k < 12; ++k) got.push_back(static_cast<node*>(w.pop_due())->id);
+    w.remove(nodes[20]);                 // out of the middle
+    w.replace(nodes[30], spares[30]);    // moved in its place
+    nodes[50].id = 50;
+    w.insert(nodes[50], w.now());        // due at once: after the others
+    while (wheel_entry* e = w.pop_due()) got.push_back(static_cast<node*>(e)->id);
+    std::vector<int> want;
+    for (int i = 0; i < 40; ++i)
+      if (i != 20) want.push_back(i);
+    want.push_back(50);
+    BOOST_TEST(got == want, boost::test_tools::per_element());
+    BOOST_TEST(!spares[30].linked());
+    // The list is empty now: the second round starts with matching hints again.
+  }
+}
 BOOST_AUTO_TEST_CASE(full_64_bit_geometry_works) {
   // 2 slots x 64 levels and 65536 slots x 4 levels use every bit of the tick.
   for (auto [slots, levels] : {std::pair<std::size_t, std::size_t>{2, 64}, {65536, 4}}) {
