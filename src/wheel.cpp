@@ -95,8 +95,8 @@ void wheel::place_unslotted(wheel_entry& e, tick_t deadline) {
 void wheel::append_due(wheel_entry& e) noexcept {
   due_.push_back(e);
   e.where = wheel_entry::in_due;
+  due_hint_[(hints_popped_ + due_count_) % due_hints] = &e; // see "Due hints"
   ++due_count_;
-  due_hint_[hints_appended_++ % due_hints] = &e;
 }
 
 void wheel::unstage(wheel_entry& e) noexcept {
@@ -150,15 +150,11 @@ void wheel::remove(wheel_entry& e) noexcept {
   if (slotted) {
     --slotted_;
     if (empties_chain && slot_empty(index)) {
-      clear_occupied(index);
       // top_next_ may stay a lower bound, but not when the slot that made it is gone:
       // an empty or stale top would cost a wake-up for nothing.
-      if (is_top(index)) {
-        tick_t& due = top_due_[index - top_base_];
-        const bool made_next = due == top_next_;
-        due = never_tick;
-        if (made_next) recompute_top_next();
-      }
+      const bool made_next = is_top(index) && top_due_[index - top_base_] == top_next_;
+      mark_empty(index);
+      if (made_next) recompute_top_next();
     }
   }
 }
@@ -310,8 +306,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     }
   }
   if (slot_empty(index)) {
-    clear_occupied(index);
-    if (is_top(index)) top_due_[index - top_base_] = never_tick;
+    mark_empty(index);
   } else if (is_top(index)) {
     top_due_[index - top_base_] = finished ? stays_until : t; // unfinished: due again at t
   }
@@ -376,7 +371,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   // unless the walk stopped, with the entry it stopped at (and its chain's rest) left.
   if (finished) {
     assert(slot_empty(index));
-    clear_occupied(index);
+    mark_empty(index);
   } else {
     for (std::size_t c = 0; c < slot_chains; ++c)
       if (at[c] != nullptr) chain[c].put_back(*at[c], *last[c]);

@@ -215,15 +215,17 @@ public:
       forget_due_hints();
       return nullptr;
     }
-    // While the hints match, the ring holds every entry the list does, in its order.
-    assert(!hints_match_ || hints_appended_ - hints_popped_ == due_count_);
     wheel_entry& e = due_.front();
     due_.pop_front();
     e.where = wheel_entry::unlinked;
     --due_count_;
-    const std::size_t ahead = hints_popped_++ + due_hint_ahead;
-    if (hints_match_ && ahead < hints_appended_ && hints_appended_ - ahead <= due_hints)
-      __builtin_prefetch(due_hint_[ahead % due_hints], 1);
+    // The entries left sit at ring positions [hints_popped_, hints_popped_ + due_count_);
+    // the one asked for is due_hint_ahead after e, `later` places into them, and still
+    // in the ring unless due_hints appended after it have written over it.
+    ++hints_popped_;
+    constexpr std::size_t later = due_hint_ahead - 1;
+    if (hints_match_ && later < due_count_ && due_count_ - later <= due_hints)
+      __builtin_prefetch(due_hint_[(hints_popped_ + later) % due_hints], 1);
     return &e;
   }
 
@@ -325,8 +327,11 @@ private:
   void set_occupied(std::uint32_t index) noexcept {
     bits_[index / 64] |= std::uint64_t{1} << (index % 64);
   }
-  void clear_occupied(std::uint32_t index) noexcept {
+  // Slot `index` has become empty: its occupancy bit goes, and a top slot's due tick
+  // becomes never_tick (see top_due_).
+  void mark_empty(std::uint32_t index) noexcept {
     bits_[index / 64] &= ~(std::uint64_t{1} << (index % 64));
+    if (is_top(index)) top_due_[index - top_base_] = never_tick;
   }
   // First occupied slot >= from on `level`, or slots_ if none.
   std::size_t find_occupied(std::size_t level, std::size_t from) const noexcept;
@@ -385,14 +390,17 @@ private:
   // names another entry than the one in its place.
   static constexpr std::size_t due_hints = 1024; // expiry_batch's default
   static constexpr std::size_t due_hint_ahead = 8;
+  static_assert(due_hint_ahead >= 1);
   void forget_due_hints() noexcept {
-    hints_appended_ = hints_popped_ = 0;
+    hints_popped_ = 0;
     hints_match_ = true;
   }
+  // While the hints match, the n-th entry appended since the list was last empty is at
+  // due_hint_[n % due_hints], and the list holds entries hints_popped_ .. hints_popped_ +
+  // due_count_ - 1 of them: where the next append goes is derived, not kept.
   wheel_entry* due_hint_[due_hints];
-  std::size_t hints_appended_ = 0; // entries appended since the list was last empty
-  std::size_t hints_popped_ = 0;   // of which pop_due took this many
-  bool hints_match_ = true;        // the list is the ring's order from hints_popped_ on
+  std::size_t hints_popped_ = 0; // entries pop_due took since the list was last empty
+  bool hints_match_ = true;      // the list is in the ring's order (see above)
 };
 
 } // namespace asio_wheel::detail
