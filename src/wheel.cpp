@@ -33,7 +33,7 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       bits_((slots * levels + word_bits - 1) / word_bits, 0),
       top_due_(new tick_t[slots]) {
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
-  static_assert(stage_capacity <= wheel_entry::in_never - wheel_entry::staged_first);
+  static_assert(stage_capacity <= wheel_entry::due_ring_first - wheel_entry::staged_first);
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
   for (unsigned bit = 0; bit < 64; ++bit)
     level_of_bit_[bit] = static_cast<std::uint8_t>(std::min<std::size_t>(bit / shift_, levels - 1));
@@ -92,11 +92,16 @@ void wheel::place_unslotted(wheel_entry& e, tick_t deadline) {
   }
 }
 
-void wheel::append_due(wheel_entry& e) noexcept {
-  due_.push_back(e);
-  e.where = wheel_entry::in_due;
-  due_hint_[(hints_popped_ + due_count_) % due_hints] = &e; // see "Due hints"
-  ++due_count_;
+void wheel::remove_due(wheel_entry& e) noexcept {
+  if (e.in_due_ring()) {
+    assert(due_ring_[due_cell_of(e)] == &e);
+    due_ring_[due_cell_of(e)] = nullptr; // pop_due steps over it
+  } else {
+    e.unlink();
+  }
+  e.where = wheel_entry::unlinked;
+  // The last due entry gone: what is left of the ring is null cells, and it starts over.
+  if (--due_count_ == 0) due_ring_used_ = 0;
 }
 
 void wheel::unstage(wheel_entry& e) noexcept {
@@ -138,12 +143,12 @@ void wheel::remove(wheel_entry& e) noexcept {
     unstage(e);
     return;
   }
+  if (e.is_due()) {
+    remove_due(e);
+    return;
+  }
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
-  if (e.is_due()) {
-    --due_count_;
-    hints_match_ = false; // it leaves from anywhere in the list: see "Due hints"
-  }
   const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
@@ -186,7 +191,11 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
     from.where = wheel_entry::unlinked;
     return;
   }
-  if (from.is_due()) hints_match_ = false; // the ring names `from`
+  if (from.in_due_ring()) {
+    due_ring_[due_cell_of(from)] = &to;
+    from.where = wheel_entry::unlinked;
+    return;
+  }
   from.replace_with(to);
   from.where = wheel_entry::unlinked;
 }
@@ -442,14 +451,16 @@ void wheel::clear() noexcept {
     for (auto& chain : slots_lists_[i].chains) chain.clear_and_dispose(mark);
   for (std::size_t i = 0; i < staged_count_; ++i) mark(staged_[i]);
   staged_count_ = 0;
-  due_.clear_and_dispose(mark);
+  for (std::size_t i = 0; i < due_ring_used_; ++i)
+    if (wheel_entry* e = due_ring_[(due_ring_head_ + i) % due_ring_cells]) mark(e);
+  due_ring_head_ = due_ring_used_ = 0;
+  due_overflow_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);
   std::fill(bits_.begin(), bits_.end(), 0);
   std::fill(top_due_.get(), top_due_.get() + slots_, never_tick);
   top_next_ = never_tick;
   slotted_ = 0;
   due_count_ = 0;
-  forget_due_hints();
   resume_level_ = no_resume;
   resume_chain_ = 0;
 }

@@ -258,10 +258,10 @@ BOOST_AUTO_TEST_CASE(replace_takes_over_the_place) {
 }
 
 
-// The due list is taken in order however its entries leave. pop_due asks ahead for the
-// lines of the entries it will return next, from a ring of their addresses that a remove
-// or a move out of the middle of the list makes stale: the order and the set of entries
-// must not depend on that, before, during and after.
+// The due list is taken in order however its entries leave. Its entries sit in a ring
+// of their addresses, where a remove leaves a null cell and a move takes the moved
+// entry's cell: the order and the set of entries must not depend on that, before,
+// during and after, nor on where in the ring the list starts (the second round).
 BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_through_removes_and_moves) {
   wheel w(16, 3);
   std::vector<node> nodes(60), spares(60);
@@ -289,8 +289,50 @@ BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_through_removes_and_moves) {
     want.push_back(50);
     BOOST_TEST(got == want, boost::test_tools::per_element());
     BOOST_TEST(!spares[30].linked());
-    // The list is empty now: the second round starts with matching hints again.
   }
+}
+
+// More entries come due at once than the due ring holds (1024, expiry_batch's default):
+// the rest wait in a list behind the ring's, and so does every entry appended while that
+// list holds any, even once pops have made room in the ring. Removes and moves in either
+// part keep the order; when removes take the last due entry, the list is empty.
+BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_past_its_ring) {
+  wheel w(16, 3);
+  const int n = 1100;
+  std::vector<node> nodes(n + 2), spares(n);
+  for (int i = 0; i < n + 2; ++i) nodes[std::size_t(i)].id = i;
+  for (int i = 0; i < n; ++i) {
+    spares[std::size_t(i)].id = i;
+    w.insert(nodes[std::size_t(i)], tick_t(i) + 1); // one tick each: an order
+  }
+  BOOST_TEST(w.advance_to(tick_t(n)));
+  w.remove(nodes[5]);                       // from the ring
+  w.remove(nodes[1050]);                    // from the list behind it
+  w.replace(nodes[7], spares[7]);           // moved, in the ring
+  w.replace(nodes[1060], spares[1060]);     // moved, in the list
+  w.insert(nodes[n], w.now());              // due at once: last
+  std::vector<int> got;
+  for (int i = 0; i < 500; ++i) got.push_back(static_cast<node*>(w.pop_due())->id);
+  w.insert(nodes[n + 1], w.now());          // the ring has room, but the list comes first
+  while (wheel_entry* e = w.pop_due()) got.push_back(static_cast<node*>(e)->id);
+  std::vector<int> want;
+  for (int i = 0; i < n + 2; ++i)
+    if (i != 5 && i != 1050) want.push_back(i);
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+  BOOST_TEST(!w.has_due());
+  BOOST_TEST(!spares[7].linked());
+  BOOST_TEST(!spares[1060].linked());
+
+  // Removes that take every due entry leave an empty list; later entries come out alone.
+  for (int i = 0; i < 3; ++i) w.insert(nodes[std::size_t(i)], w.now());
+  for (int i = 0; i < 3; ++i) w.remove(nodes[std::size_t(i)]);
+  BOOST_TEST(!w.has_due());
+  BOOST_TEST(w.pop_due() == nullptr);
+  w.insert(nodes[3], w.now());
+  w.insert(nodes[4], w.now());
+  got.clear();
+  while (wheel_entry* e = w.pop_due()) got.push_back(static_cast<node*>(e)->id);
+  BOOST_TEST(got == (std::vector<int>{3, 4}), boost::test_tools::per_element());
 }
 BOOST_AUTO_TEST_CASE(full_64_bit_geometry_works) {
   // 2 slots x 64 levels and 65536 slots x 4 levels use every bit of the tick.
@@ -377,6 +419,7 @@ BOOST_AUTO_TEST_CASE(randomized_against_a_sorted_model) {
         for (auto& [id, d] : model)
           if (d > w.now()) BOOST_REQUIRE(w.next_slot_tick() <= d);
     }
+    w.clear(); // an entry leaves the wheel before it is destroyed
   }
 }
 
@@ -425,6 +468,7 @@ BOOST_AUTO_TEST_CASE(an_entry_rotations_away_is_visited_only_in_its_own_rotation
   n.id = 3;
   netty.insert(n, 16 * 1000 + 3);
   BOOST_TEST(netty.next_slot_tick() == 16u * 1000 + 3);
+  netty.clear(); // an entry leaves the wheel before it is destroyed
 }
 
 // Several entries in one top-level slot, rounds apart: the slot comes due once for each

@@ -83,12 +83,16 @@ inline constexpr tick_t never_tick = std::numeric_limits<tick_t>::max();
 
 // A node of the wheel. Owners embed it (the timer object, a delay-queue element...).
 struct wheel_entry : list_hook {
-  // Where the entry is linked: a slot index (level * slots + slot, below 2^20), a cell
-  // of the staging array (staged_first + cell, see "Staging" in wheel), or one of below.
-  static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
-  static constexpr std::uint32_t in_due = 0xFFFFFFFEu;
+  // Where the entry is: a slot index (level * slots + slot, below 2^20), a cell of the
+  // staging array (staged_first + cell, see "Staging" in wheel), a cell of the due ring
+  // (due_ring_first + cell, see "The due list" in wheel), or one of below. In that
+  // order, so that "in a slot or staged" is one comparison (wheel::reschedule).
+  static constexpr std::uint32_t staged_first = 0xFFFF0000u;
+  static constexpr std::uint32_t due_ring_first = 0xFFFF0100u; // staging cells below 2^8
+  static constexpr std::uint32_t due_ring_end = 0xFFFFFF00u;
   static constexpr std::uint32_t in_never = 0xFFFFFFFDu;
-  static constexpr std::uint32_t staged_first = 0xFFFFFF00u;
+  static constexpr std::uint32_t in_due = 0xFFFFFFFEu; // the due list's overflow list
+  static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
 
   // The tick at which it expires, written by the owner (through insert, reschedule,
   // raise). An owner may raise it without its shard's lock (wheel::raise), while a step
@@ -109,11 +113,19 @@ struct wheel_entry : list_hook {
   // (wheel_shard::at), two bytes where a pointer would cost eight.
   std::uint16_t owner_index = 0;
 
+  // The owner takes it off the wheel first: the due ring holds its address, which no
+  // hook can take back (a list hook would unlink itself, leaving the counts wrong).
+  ~wheel_entry() { assert(!linked()); }
+  wheel_entry() = default;
+  wheel_entry(const wheel_entry&) = delete;
+  wheel_entry& operator=(const wheel_entry&) = delete;
+
   tick_t deadline_tick() const noexcept { return deadline.load(std::memory_order_relaxed); }
   bool linked() const noexcept { return where != unlinked; }
-  bool is_due() const noexcept { return where == in_due; }
+  bool is_due() const noexcept { return where == in_due || in_due_ring(); }
+  bool in_due_ring() const noexcept { return where >= due_ring_first && where < due_ring_end; }
   bool in_slot() const noexcept { return where < staged_first; }
-  bool is_staged() const noexcept { return where >= staged_first && where < in_never; }
+  bool is_staged() const noexcept { return where >= staged_first && where < due_ring_first; }
 };
 
 // Links (16), deadline (8), where (4), the owner's bytes and index (4): every timer,
@@ -166,7 +178,7 @@ public:
   // its current deadline, hence no later than the new one: it stays, one store.
   void reschedule(wheel_entry& e, tick_t deadline) {
     assert(e.linked());
-    if (e.where < wheel_entry::in_never && deadline >= e.deadline_tick() &&
+    if (e.where < wheel_entry::due_ring_first && deadline >= e.deadline_tick() &&
         deadline != never_tick) { // in a slot, or staged (placed by its deadline later)
       e.deadline.store(deadline, std::memory_order_relaxed);
       return;
@@ -206,26 +218,29 @@ public:
   // How many entries are staged.
   std::size_t staged() const noexcept { return staged_count_; }
 
-  bool has_due() const noexcept { return !due_.empty(); }
+  bool has_due() const noexcept { return due_count_ != 0; }
   // The oldest due entry, unlinked; nullptr if none.
-  // Inline: a shard's step calls it once per expiring entry. It asks for the line of the
-  // entry due_hint_ahead places after this one (see "Due hints" below).
+  // Inline: a shard's step calls it once per expiring entry. From the ring, it asks for
+  // the line of the entry due_ahead cells on (see "The due list" below).
   wheel_entry* pop_due() noexcept {
-    if (due_.empty()) {
-      forget_due_hints();
-      return nullptr;
+    while (due_ring_used_ != 0) {
+      wheel_entry* const e = due_ring_[due_ring_head_];
+      due_ring_head_ = (due_ring_head_ + 1) % due_ring_cells;
+      --due_ring_used_;
+      if (e == nullptr) continue; // its entry was removed
+      // A prefetch does not fault: the cell may hold null (a removed entry).
+      constexpr std::size_t later = due_ahead - 1;
+      if (later < due_ring_used_)
+        __builtin_prefetch(due_ring_[(due_ring_head_ + later) % due_ring_cells], 1);
+      e->where = wheel_entry::unlinked;
+      --due_count_;
+      return e;
     }
-    wheel_entry& e = due_.front();
-    due_.pop_front();
+    if (due_overflow_.empty()) return nullptr;
+    wheel_entry& e = due_overflow_.front();
+    due_overflow_.pop_front();
     e.where = wheel_entry::unlinked;
     --due_count_;
-    // The entries left sit at ring positions [hints_popped_, hints_popped_ + due_count_);
-    // the one asked for is due_hint_ahead after e, `later` places into them, and still
-    // in the ring unless due_hints appended after it have written over it.
-    ++hints_popped_;
-    constexpr std::size_t later = due_hint_ahead - 1;
-    if (hints_match_ && later < due_count_ && due_count_ - later <= due_hints)
-      __builtin_prefetch(due_hint_[(hints_popped_ + later) % due_hints], 1);
     return &e;
   }
 
@@ -236,7 +251,9 @@ public:
       for (auto& chain : slots_lists_[i].chains)
         for (auto& e : chain) f(e);
     for (std::size_t i = 0; i < staged_count_; ++i) f(*staged_[i]);
-    for (auto& e : due_) f(e);
+    for (std::size_t i = 0; i < due_ring_used_; ++i)
+      if (wheel_entry* e = due_ring_[(due_ring_head_ + i) % due_ring_cells]) f(*e);
+    for (auto& e : due_overflow_) f(e);
     for (auto& e : never_) f(e);
   }
 
@@ -288,8 +305,26 @@ private:
     staged_[cell] = &e;
     e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
   }
-  // Appends an unlinked entry to the due list.
-  void append_due(wheel_entry& e) noexcept;
+  // Appends an entry, out of its list, to the due list (see "The due list" below).
+  // Inline: a slot's walk calls it once per expiring entry.
+  void append_due(wheel_entry& e) noexcept {
+    assert(!e.is_linked()); // out of its list (its `where` may still name its slot)
+    if (due_ring_used_ < due_ring_cells && due_overflow_.empty()) {
+      const std::size_t cell = (due_ring_head_ + due_ring_used_++) % due_ring_cells;
+      due_ring_[cell] = &e;
+      e.where = wheel_entry::due_ring_first + static_cast<std::uint32_t>(cell);
+    } else {
+      due_overflow_.push_back(e);
+      e.where = wheel_entry::in_due;
+    }
+    ++due_count_;
+  }
+  // Takes a due entry out of the due list.
+  void remove_due(wheel_entry& e) noexcept;
+  // The due ring's cell that an entry in it has.
+  static std::size_t due_cell_of(const wheel_entry& e) noexcept {
+    return e.where - wheel_entry::due_ring_first;
+  }
   // The first tick of the slot that `deadline` goes to (relative to now_).
   tick_t slot_start(tick_t deadline) const noexcept;
   std::size_t level_for(tick_t deadline) const noexcept;
@@ -349,7 +384,7 @@ private:
   tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
   std::size_t slotted_ = 0;
-  std::size_t due_count_ = 0;  // the due list's length
+  std::size_t due_count_ = 0;  // the due list's length (its entries, in ring and list)
   // An unfinished tick (advance_to's due_limit stopped inside a slot): now_ is that
   // tick, and the slots at now_ from this level down are still to process. Until then
   // entries due at now_ may still sit in those slots; next_slot_tick() is now_.
@@ -377,30 +412,26 @@ private:
   // processed.
   std::unique_ptr<tick_t[]> top_due_;
   tick_t top_next_ = never_tick;
-  entry_list due_;
   entry_list never_;
 
-  // Due hints. Taking the due list in order is a chase: the next entry's address is in
-  // the line of the one before, so each pop waits for a line, one after another (W11 at
-  // 1M, a batch of 1024 made due then popped: 12 ns a pop, with the lines in L2). So the
-  // wheel also writes each entry it appends into a ring, in the list's order, and a pop
-  // asks for the line of the entry due_hint_ahead places on: the lines come in together.
-  // Only a hint: an entry that leaves the list otherwise than by pop_due (remove,
-  // replace) turns the hints off until the list is empty again, so that a hint never
-  // names another entry than the one in its place.
-  static constexpr std::size_t due_hints = 1024; // expiry_batch's default
-  static constexpr std::size_t due_hint_ahead = 8;
-  static_assert(due_hint_ahead >= 1);
-  void forget_due_hints() noexcept {
-    hints_popped_ = 0;
-    hints_match_ = true;
-  }
-  // While the hints match, the n-th entry appended since the list was last empty is at
-  // due_hint_[n % due_hints], and the list holds entries hints_popped_ .. hints_popped_ +
-  // due_count_ - 1 of them: where the next append goes is derived, not kept.
-  wheel_entry* due_hint_[due_hints];
-  std::size_t hints_popped_ = 0; // entries pop_due took since the list was last empty
-  bool hints_match_ = true;      // the list is in the ring's order (see above)
+  // The due list. Mostly a ring of the due entries' addresses: appending writes a cell
+  // and the entry's `where`, not three links in entries and a sentinel, and a pop reads
+  // the address of the entry due_ahead on and asks for its line, so that the pops' cache
+  // misses overlap instead of each waiting for the line of the entry before (a list is
+  // a chase; W11 at 1M: 12 ns a pop). Entries appended while the ring is full go to
+  // due_overflow_, a list, and so do all appends while that list holds any: the ring's
+  // entries come before the list's, and the order of appends is kept. An entry removed
+  // from the ring leaves null in its cell, which a pop steps over; an entry moved in
+  // memory (replace) takes its cell. due_ring_cells is expiry_batch's default, what a
+  // step makes due at a time (advance_to's due_limit).
+  static constexpr std::size_t due_ring_cells = 1024;
+  static_assert(due_ring_cells <= wheel_entry::due_ring_end - wheel_entry::due_ring_first);
+  static constexpr std::size_t due_ahead = 8;
+  static_assert(due_ahead >= 1);
+  wheel_entry* due_ring_[due_ring_cells];
+  std::size_t due_ring_head_ = 0; // the oldest cell
+  std::size_t due_ring_used_ = 0; // cells in use from the head on (null ones included)
+  entry_list due_overflow_;
 };
 
 } // namespace asio_wheel::detail
