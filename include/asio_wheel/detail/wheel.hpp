@@ -86,12 +86,13 @@ struct wheel_entry : list_hook {
   // Where the entry is: a slot index (level * slots + slot, below 2^20), a cell of the
   // staging array (staged_first + cell, see "Staging" in wheel), a cell of the due ring
   // (due_ring_first + cell, see "The due list" in wheel), or one of below. In that
-  // order, so that "in a slot or staged" is one comparison (wheel::reschedule).
+  // order, so that "in a slot or staged" and "due" (ring or list) are one comparison
+  // each: a shard asks both on every wait it starts.
   static constexpr std::uint32_t staged_first = 0xFFFF0000u;
   static constexpr std::uint32_t due_ring_first = 0xFFFF0100u; // staging cells below 2^8
-  static constexpr std::uint32_t due_ring_end = 0xFFFFFF00u;
-  static constexpr std::uint32_t in_never = 0xFFFFFFFDu;
-  static constexpr std::uint32_t in_due = 0xFFFFFFFEu; // the due list's overflow list
+  static constexpr std::uint32_t in_due = 0xFFFFFFFDu;         // the due ring's overflow list
+  static constexpr std::uint32_t due_ring_end = in_due;
+  static constexpr std::uint32_t in_never = 0xFFFFFFFEu;
   static constexpr std::uint32_t unlinked = 0xFFFFFFFFu;
 
   // The tick at which it expires, written by the owner (through insert, reschedule,
@@ -122,7 +123,7 @@ struct wheel_entry : list_hook {
 
   tick_t deadline_tick() const noexcept { return deadline.load(std::memory_order_relaxed); }
   bool linked() const noexcept { return where != unlinked; }
-  bool is_due() const noexcept { return where == in_due || in_due_ring(); }
+  bool is_due() const noexcept { return where >= due_ring_first && where <= in_due; }
   bool in_due_ring() const noexcept { return where >= due_ring_first && where < due_ring_end; }
   bool in_slot() const noexcept { return where < staged_first; }
   bool is_staged() const noexcept { return where >= staged_first && where < due_ring_first; }
