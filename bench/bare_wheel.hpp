@@ -19,6 +19,9 @@
 //           least on this machine, its cache misses with that many in flight. expire
 //           makes two such passes for most entries (deadlines past 256 ticks cascade
 //           from level 1 once), so this row is what its target is up against.
+//   chase_floor  no wheel: the same N entries linked into one list in that random order,
+//           read once through its links: one miss at a time, this machine's latency
+//           for a random read among N entries, which walk_floor's eight chains divide.
 //   array_floor  no wheel either: the same N entries read once through an array of
 //           their addresses, in the same random order, each asked for (prefetched)
 //           16 entries before it is read. A walk that knows where its entries are
@@ -62,7 +65,7 @@ inline void w11_run(bench_run& b) {
     else
       f();
   };
-  std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, array_ns;
+  std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, chase_ns, array_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
@@ -115,6 +118,16 @@ inline void w11_run(bench_run& b) {
       // the reads from being optimised away).
       if (sum < n) b.fail.add("W11: the floor walk read " + std::to_string(sum) + " < N");
     }
+    if (b.cfg.want_variant("chase_floor")) {
+      d::entry_list list;
+      for (std::size_t i = 0; i < n; ++i) list.push_back(entries[cancel_order[i]]);
+      d::tick_t sum = 0;
+      phase("chase_floor", chase_ns, [&] {
+        for (auto& e : list) sum += e.deadline_tick();
+      });
+      list.clear();
+      if (sum < n) b.fail.add("W11: the chase read " + std::to_string(sum) + " < N");
+    }
     if (b.cfg.want_variant("array_floor")) {
       std::vector<const d::wheel_entry*> cells(n);
       for (std::size_t i = 0; i < n; ++i) cells[i] = &entries[cancel_order[i]];
@@ -146,6 +159,7 @@ inline void w11_run(bench_run& b) {
   add("expire", expire_ns, "target<=20ns");
   add("expire_all", expire_all_ns, "");
   add("walk_floor", walk_ns, "one_pass_no_wheel;chains=" + std::to_string(d::wheel::slot_chains));
+  add("chase_floor", chase_ns, "one_list_no_wheel;one_miss_at_a_time");
   add("array_floor", array_ns, "one_pass_no_wheel;addresses_in_an_array");
   b.out.add_group(std::move(g));
 }
