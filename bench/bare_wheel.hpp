@@ -27,6 +27,14 @@
 //           16 entries before it is read. A walk that knows where its entries are
 //           before it reads them is not held to one miss per list in flight: this is
 //           what a pass would cost if slots held arrays of pointers, not lists.
+//   touch_floor  no wheel: the same N entries, in that random order, each read and
+//           written once (its deadline raised by one), nothing linking one to the next:
+//           as many misses in flight as the core allows.
+//   touch_clock_floor  the same with one read of the library's clock (upper_clock::now,
+//           what every reset_after and expires_after does) per entry, folded into what
+//           is written: whether a clock read lets the misses around it overlap. On the
+//           Intel VMs of this project it does not (the TSC read waits for the loads
+//           before it), which bounds W2 at 1M, a clock read and a random timer per op.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
 // and none before its deadline tick, or the run fails. --variant PHASE times that phase
 // alone (scripts/bench --callgrind counts its instructions per entry).
@@ -35,6 +43,7 @@
 
 #include "bench_common.hpp"
 
+#include <asio_wheel/detail/upper_clock.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <algorithm>
@@ -66,6 +75,7 @@ inline void w11_run(bench_run& b) {
       f();
   };
   std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, chase_ns, array_ns;
+  std::vector<double> touch_ns, touch_clock_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
@@ -141,6 +151,20 @@ inline void w11_run(bench_run& b) {
       });
       if (sum < n) b.fail.add("W11: the array walk read " + std::to_string(sum) + " < N");
     }
+    phase("touch_floor", touch_ns, [&] {
+      for (std::uint32_t i : cancel_order) {
+        d::wheel_entry& e = entries[i];
+        e.deadline.store(e.deadline_tick() + 1, std::memory_order_relaxed);
+      }
+    });
+    phase("touch_clock_floor", touch_clock_ns, [&] {
+      for (std::uint32_t i : cancel_order) {
+        d::wheel_entry& e = entries[i];
+        const auto now = d::upper_clock::now().time_since_epoch().count();
+        e.deadline.store(std::max(e.deadline_tick(), static_cast<d::tick_t>(now)),
+                         std::memory_order_relaxed);
+      }
+    });
   }
 
   std::vector<row> g;
@@ -160,6 +184,8 @@ inline void w11_run(bench_run& b) {
   add("expire_all", expire_all_ns, "");
   add("walk_floor", walk_ns, "one_pass_no_wheel;chains=" + std::to_string(d::wheel::slot_chains));
   add("chase_floor", chase_ns, "one_list_no_wheel;one_miss_at_a_time");
+  add("touch_floor", touch_ns, "no_wheel;read_and_write_each_entry");
+  add("touch_clock_floor", touch_clock_ns, "no_wheel;the_same_plus_a_clock_read_each");
   add("array_floor", array_ns, "one_pass_no_wheel;addresses_in_an_array");
   b.out.add_group(std::move(g));
 }
