@@ -33,8 +33,8 @@
 //   touch_clock_floor  the same with one read of the library's clock (upper_clock::now,
 //           what every reset_after and expires_after does) per entry, folded into what
 //           is written: whether a clock read lets the misses around it overlap. On the
-//           Intel VMs of this project it does not (the TSC read waits for the loads
-//           before it), which bounds W2 at 1M, a clock read and a random timer per op.
+//           Intel VMs of this project it does not (measured: the misses then come one
+//           at a time), which bounds W2 at 1M, a clock read and a random timer per op.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
 // and none before its deadline tick, or the run fails. --variant PHASE times that phase
 // alone (scripts/bench --callgrind counts its instructions per entry).
