@@ -451,8 +451,8 @@ void wheel::clear() noexcept {
     for (auto& chain : slots_lists_[i].chains) chain.clear_and_dispose(mark);
   for (std::size_t i = 0; i < staged_count_; ++i) mark(staged_[i]);
   staged_count_ = 0;
-  for (std::size_t i = 0; i < due_ring_used_; ++i)
-    if (wheel_entry* e = due_ring_[(due_ring_head_ + i) % due_ring_cells]) mark(e);
+  auto mark_entry = [&mark](wheel_entry& e) { mark(&e); };
+  for_each_in_due_ring(mark_entry);
   due_ring_head_ = due_ring_used_ = 0;
   due_overflow_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);

@@ -257,7 +257,6 @@ BOOST_AUTO_TEST_CASE(replace_takes_over_the_place) {
   }
 }
 
-
 // The due list is taken in order however its entries leave. Its entries sit in a ring
 // of their addresses, where a remove leaves a null cell and a move takes the moved
 // entry's cell: the order and the set of entries must not depend on that, before,
@@ -334,6 +333,7 @@ BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_past_its_ring) {
   while (wheel_entry* e = w.pop_due()) got.push_back(static_cast<node*>(e)->id);
   BOOST_TEST(got == (std::vector<int>{3, 4}), boost::test_tools::per_element());
 }
+
 BOOST_AUTO_TEST_CASE(full_64_bit_geometry_works) {
   // 2 slots x 64 levels and 65536 slots x 4 levels use every bit of the tick.
   for (auto [slots, levels] : {std::pair<std::size_t, std::size_t>{2, 64}, {65536, 4}}) {

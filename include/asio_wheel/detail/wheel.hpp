@@ -252,8 +252,7 @@ public:
       for (auto& chain : slots_lists_[i].chains)
         for (auto& e : chain) f(e);
     for (std::size_t i = 0; i < staged_count_; ++i) f(*staged_[i]);
-    for (std::size_t i = 0; i < due_ring_used_; ++i)
-      if (wheel_entry* e = due_ring_[(due_ring_head_ + i) % due_ring_cells]) f(*e);
+    for_each_in_due_ring(f);
     for (auto& e : due_overflow_) f(e);
     for (auto& e : never_) f(e);
   }
@@ -322,6 +321,12 @@ private:
   }
   // Takes a due entry out of the due list.
   void remove_due(wheel_entry& e) noexcept;
+  // Visits the entries in the due ring, oldest first (a removed entry's null cell is none).
+  template <class F>
+  void for_each_in_due_ring(F& f) const {
+    for (std::size_t i = 0; i < due_ring_used_; ++i)
+      if (wheel_entry* e = due_ring_[(due_ring_head_ + i) % due_ring_cells]) f(*e);
+  }
   // The due ring's cell that an entry in it has.
   static std::size_t due_cell_of(const wheel_entry& e) noexcept {
     return e.where - wheel_entry::due_ring_first;
