@@ -132,6 +132,46 @@ BOOST_AUTO_TEST_CASE(op_memory_caches_a_bounded_number_and_frees_the_rest) {
   for (void* p : blocks) op_memory_deallocate(p, 48);
 }
 
+// A thread that frees more than its list holds (it runs completions that other threads
+// started) passes half lists to the depot, and a thread whose list is empty takes them
+// there instead of calling operator new. Sizes used by no other case: the depot is
+// process-wide.
+BOOST_AUTO_TEST_CASE(op_memory_passes_one_threads_surplus_to_a_thread_that_ran_dry) {
+  constexpr std::size_t size = 300;
+  constexpr std::size_t max = asio_wheel::detail::op_memory_max_cached;
+  BOOST_TEST_REQUIRE(asio_wheel::detail::op_memory_depot_blocks(size) == 0u);
+  std::vector<void*> started; // by this thread, whose list of the class is empty
+  for (std::size_t i = 0; i < 3 * max; ++i) started.push_back(op_memory_allocate(size));
+  std::thread([&] {
+    for (void* p : started) op_memory_deallocate(p, size);
+  }).join(); // its list kept max blocks (freed as it exited), the depot the rest
+  BOOST_TEST(asio_wheel::detail::op_memory_depot_blocks(size) == 2 * max);
+
+  const std::set<void*> freed(started.begin(), started.end());
+  std::vector<void*> again;
+  for (std::size_t i = 0; i < 2 * max; ++i) again.push_back(op_memory_allocate(size));
+  BOOST_TEST(asio_wheel::detail::op_memory_depot_blocks(size) == 0u);
+  // Each a block the other thread gave up, none handed out twice.
+  BOOST_TEST(std::set<void*>(again.begin(), again.end()).size() == again.size());
+  std::size_t from_the_depot = 0;
+  for (void* p : again) from_the_depot += freed.count(p);
+  BOOST_TEST(from_the_depot == again.size());
+  for (void* p : again) op_memory_deallocate(p, size);
+}
+
+BOOST_AUTO_TEST_CASE(op_memory_depot_keeps_a_bounded_number_and_frees_the_rest) {
+  constexpr std::size_t size = 400;
+  constexpr std::size_t max = asio_wheel::detail::op_memory_max_cached;
+  constexpr std::size_t kept = asio_wheel::detail::op_memory_depot_chains * max / 2;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < max + kept + 3 * max; ++i) blocks.push_back(op_memory_allocate(size));
+  std::thread([&] {
+    for (void* p : blocks) op_memory_deallocate(p, size);
+  }).join();
+  // The rest went to operator delete (LSan would report a block that went nowhere).
+  BOOST_TEST(asio_wheel::detail::op_memory_depot_blocks(size) == kept);
+}
+
 BOOST_AUTO_TEST_CASE(op_memory_blocks_may_be_freed_on_another_thread_that_then_exits) {
   std::vector<void*> blocks;
   for (int i = 0; i < 100; ++i) blocks.push_back(op_memory_allocate(100));

@@ -6,7 +6,11 @@
 // batch of them at once, goes to malloc for each. Here each thread keeps its own free
 // lists, by size class, of up to op_memory_max_cached blocks each: a block freed on one
 // thread is reused by the next operation started on it, whichever thread allocated it.
-// No locks and no sharing; what a thread holds is freed when it exits.
+// No lock on that path. A full list hands half of itself to a process-wide depot, where
+// a thread whose list ran dry takes it (one lock per half list): so threads that run
+// other threads' completions do not feed malloc while those threads drain it. What a
+// thread's lists hold is freed when it exits; the depot keeps at most
+// op_memory_depot_chains half lists a class.
 #ifndef ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
 #define ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
 
@@ -19,9 +23,12 @@ namespace asio_wheel::detail {
 // over-aligned ones go straight to operator new.
 inline constexpr std::size_t op_memory_max_block = 512;
 inline constexpr std::size_t op_memory_max_cached = 1024; // per size class and thread
+inline constexpr std::size_t op_memory_depot_chains = 16;  // of max_cached / 2, per class
 
 void* op_memory_allocate(std::size_t size);
 void op_memory_deallocate(void* p, std::size_t size) noexcept;
+// Blocks of `size`'s class in the depot now (for tests).
+std::size_t op_memory_depot_blocks(std::size_t size) noexcept;
 
 // The allocator for the above; all instances are interchangeable.
 template <class T>
