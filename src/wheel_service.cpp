@@ -118,7 +118,7 @@ wheel_service::wheel_service(net::execution_context& ctx, const wheel_options& o
 }
 
 wheel_service::~wheel_service() {
-  // Threads' cached lookups (detail::cached_service) may name this service.
+  // Threads' cached lookups (detail::shard_of) may name this service.
   detail::service_generation.fetch_add(1, std::memory_order_release);
 }
 
@@ -173,6 +173,11 @@ detail::wheel_shard& wheel_service::next_shard() noexcept {
                             ? next_shard_.fetch_add(1, std::memory_order_relaxed)
                             : this_thread_number();
   return *shards_[i % shards_.size()];
+}
+
+detail::wheel_shard* wheel_service::thread_shard() noexcept {
+  if (shards_.size() != 1 && options_.sharding == shard_policy::round_robin) return nullptr;
+  return &next_shard();
 }
 
 void wheel_service::shutdown() {

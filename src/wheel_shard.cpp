@@ -115,7 +115,11 @@ void wheel_shard::unschedule_locked(shard_entry& e) {
 }
 
 void wheel_shard::settle_idle() {
+  // False once a settle or an arm since (settle_moot_locked) covered this caller's
+  // deferral: both ran under the lock after it. A stale true only costs the lock.
+  if (!settle_owed_.load(std::memory_order_relaxed)) return;
   auto guard = lock();
+  settle_owed_.store(false, std::memory_order_relaxed);
   if (shut_down_) return; // shutdown took the work and the driver
   if (stats_.pending == 0) work_ = net::any_io_executor();
   disarm_when_idle_locked();
@@ -162,10 +166,14 @@ void op_cancellation::operator()(net::cancellation_type type) {
 
 // ---- driving ----
 
+bool wheel_shard::disarm_wanted_locked() const noexcept {
+  return armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_;
+}
+
 void wheel_shard::disarm_when_idle_locked() {
   // Posted, not at once: a request loop that removes its deadline and adds the next
   // one (cancel_after) would otherwise re-arm the timerfd on every request.
-  if (armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_) {
+  if (disarm_wanted_locked()) {
     disarm_posted_ = true;
     net::post(executor_, [this] {
       auto guard = lock();

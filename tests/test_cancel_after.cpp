@@ -478,6 +478,39 @@ BOOST_AUTO_TEST_CASE(steady_request_loop_returns_once_its_last_deadline_ends) {
   BOOST_TEST(p.svc.stats().wakeups == 0u);
 }
 
+// A request whose handler starts one whose deadline has passed already: it is due at
+// once, in no slot, and its emission (of cancellation_type::none here, which the read
+// ignores) leaves the read waiting. The idle actions held back by the first request's
+// end still have work to do: the driver is armed for the first deadline with nothing
+// left in a slot, and must be disarmed then, not when the second request ends. Were
+// the new deadline's arm taken to settle them (only an arm that leaves a slot to wake
+// for does), the driver would fire at the first deadline (200 ms), while the second
+// read waits for its byte (300 ms). Real time, since the driver exists in steady mode
+// only; passing does not depend on it.
+BOOST_AUTO_TEST_CASE(steady_request_whose_next_deadline_has_passed_disarms_the_driver) {
+  steady_pair p;
+  int reads = 0;
+  net::steady_timer writer(p.io);
+  p.a.async_read_some(net::buffer(&p.byte, 1), cancel_after(200ms, [&](error_code ec, std::size_t) {
+    BOOST_TEST(!ec);
+    ++reads;
+    p.a.async_read_some(net::buffer(&p.byte, 1),
+                        cancel_after(-1s, net::cancellation_type::none,
+                                     [&](error_code ec2, std::size_t) {
+                                       BOOST_TEST(!ec2);
+                                       ++reads;
+                                     }));
+    writer.expires_after(300ms);
+    writer.async_wait([&](error_code) { net::write(p.b, net::buffer("y", 1)); });
+  }));
+  net::write(p.b, net::buffer("x", 1));
+  p.run_until_idle();
+  BOOST_TEST(p.io.stopped());
+  BOOST_TEST(reads == 2);
+  BOOST_TEST(p.svc.stats().pending == 0u);
+  BOOST_TEST(p.svc.stats().wakeups == 0u);
+}
+
 // The same when the handler throws out of run(): the idle actions happen on the way
 // out, and the next run() returns at once.
 BOOST_AUTO_TEST_CASE(steady_handler_that_throws_still_settles_the_shard) {

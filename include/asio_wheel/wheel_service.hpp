@@ -84,6 +84,9 @@ private:
   // The shard for an I/O object constructed now, by wheel_options::sharding: the
   // constructing thread's, or the next in turn.
   detail::wheel_shard& next_shard() noexcept;
+  // The shard next_shard() always gives this thread (one shard, or by_thread), else
+  // nullptr (round_robin over several).
+  detail::wheel_shard* thread_shard() noexcept;
 
   const wheel_options options_;
   // Waits pending over all shards, counted only when max_pending is set.
@@ -104,6 +107,7 @@ namespace detail {
 // How the library's I/O objects reach a service's shards (detail::shard_for).
 struct service_access {
   static wheel_shard& next_shard(wheel_service& s) noexcept { return s.next_shard(); }
+  static wheel_shard* thread_shard(wheel_service& s) noexcept { return s.thread_shard(); }
 };
 
 } // namespace detail

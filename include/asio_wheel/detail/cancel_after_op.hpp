@@ -136,7 +136,7 @@ private:
     // The initiation's ref keeps the state alive until the entry is armed, whatever
     // the operation does meanwhile (it may even complete on another thread).
     deadline_state* s = deadline_state_impl<decltype(op_allocator(handler))>::create(
-        op_allocator(handler), shard, ex, type_);
+        op_allocator(handler), shard, std::move(ex), type_);
     struct release_on_exit {
       deadline_state* s;
       ~release_on_exit() { s->release(); }

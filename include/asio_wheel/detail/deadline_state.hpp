@@ -51,7 +51,7 @@ class deadline_state : public due_entry, public wheel_op {
 public:
   using dealloc_func = void (*)(deadline_state*);
 
-  deadline_state(wheel_shard& shard, net::any_io_executor io_ex,
+  deadline_state(wheel_shard& shard, net::any_io_executor&& io_ex,
                  net::cancellation_type type, dealloc_func dealloc) noexcept
       : wheel_op(&deadline_state::fire),
         shard_(&shard),
@@ -77,6 +77,7 @@ public:
     if (done_ || shard_->shut_down_locked()) return;
     counted_ = shard_->count_pending_locked();
     shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
+    shard_->settle_moot_locked();
   }
 
   // The operation completed (or its handler was destroyed): takes the entry off the
@@ -200,7 +201,7 @@ public:
       typename std::allocator_traits<Alloc>::template rebind_alloc<deadline_state_impl>;
 
   static deadline_state* create(const Alloc& a, wheel_shard& shard,
-                                net::any_io_executor io_ex,
+                                net::any_io_executor&& io_ex,
                                 net::cancellation_type type) {
     alloc_type alloc(a);
     deadline_state_impl* p = std::allocator_traits<alloc_type>::allocate(alloc, 1);
@@ -210,7 +211,7 @@ public:
 
 private:
   deadline_state_impl(const alloc_type& a, wheel_shard& shard,
-                      net::any_io_executor io_ex, net::cancellation_type type)
+                      net::any_io_executor&& io_ex, net::cancellation_type type)
       : deadline_state(shard, std::move(io_ex), type, &deadline_state_impl::destroy),
         alloc_(a) {}
 

@@ -251,7 +251,19 @@ public:
   void unschedule_locked(shard_entry& e);
   // The same, but what the shard does on being left idle waits for settle_idle(): see
   // uncount_pending_locked's `idle`.
-  void unschedule_settling_later_locked(shard_entry& e) noexcept { wheel_.remove(e); }
+  void unschedule_settling_later_locked(shard_entry& e) noexcept {
+    wheel_.remove(e);
+    settle_owed_.store(true, std::memory_order_relaxed);
+  }
+  // After scheduling an entry (a request loop's next deadline): a settle_idle() owed
+  // now would do nothing (something is pending, so the work stays; the driver is
+  // disarmed or has a slot to wake for), so it is not owed any more. A later change
+  // that leaves the shard idle settles itself or owes a settle_idle() of its own.
+  void settle_moot_locked() noexcept {
+    if (settle_owed_.load(std::memory_order_relaxed) && !shut_down_ &&
+        stats_.pending != 0 && !disarm_wanted_locked())
+      settle_owed_.store(false, std::memory_order_relaxed);
+  }
   // The owner of `from` moved to `to`: `to` takes over its place on the wheel and its
   // operations, whose cancellation handlers now point at `to`. `to` holds none, and
   // `from` no inline op (its owner moves that one into `to`'s buffer first).
@@ -303,6 +315,7 @@ public:
   // posts the disarm if the wheel is empty. For a completion that runs its user's
   // handler in between: a request loop starts its next deadline there, so the shard is
   // not idle after all, and neither the work nor the driver changes hands per request.
+  // Without the lock when nothing is owed (settle_moot_locked).
   void settle_idle();
   // Whether this thread is inside a run() (or poll) of the shard's context, which
   // therefore outlives what this thread does next (lock held).
@@ -334,6 +347,8 @@ private:
     else if (k == never_tick)
       disarm_when_idle_locked();
   }
+  // The driver is armed with nothing in a slot, and no disarm is posted yet.
+  bool disarm_wanted_locked() const noexcept;
   void disarm_when_idle_locked();
   void arm_locked();
   // Makes sure a step runs soon: posts one, unless one is posted already or this thread
@@ -382,6 +397,10 @@ private:
   bool wheel_behind_ = false;
   bool step_posted_ = false;
   bool disarm_posted_ = false;
+  // An unschedule held back the idle actions (unschedule_settling_later_locked) and no
+  // settle_idle() or settle_moot_locked() has covered them since. Written under the
+  // lock; settle_idle() reads it without, to skip the lock in a request loop.
+  std::atomic<bool> settle_owed_{false};
   bool shut_down_ = false;
 
   wheel_stats stats_;
@@ -513,24 +532,29 @@ inline void wheel_shard::note_expiry_locked(steady_time expiry, steady_time now)
 // stale, since another context may now live at its context's address.
 inline std::atomic<std::uint64_t> service_generation{0};
 
-// The context whose wheel_service this thread found last, and that service: most
-// threads construct their I/O objects on one context, and use_service takes the
-// registry's mutex and walks its list. A hit needs the same context address and no
-// wheel_service destroyed since (an I/O object's context is alive while it is built).
+// The context whose wheel_service this thread found last, that service, and the shard
+// this thread's objects go to there when that never changes (one shard, or
+// shard_policy::by_thread): most threads construct their I/O objects on one context,
+// and use_service takes the registry's mutex and walks its list. A hit needs the same
+// context address and no wheel_service destroyed since (an I/O object's context is
+// alive while it is built).
 struct service_cache {
   const net::execution_context* context = nullptr;
   wheel_service* service = nullptr;
+  wheel_shard* thread_shard = nullptr; // nullptr: round robin, ask the service
   std::uint64_t generation = 0;
 };
 inline thread_local service_cache last_service;
 
-inline wheel_service& cached_service(net::execution_context& ctx) {
+// The shard of `ctx` that an I/O object constructed now on this thread lives on.
+inline wheel_shard& shard_of(net::execution_context& ctx) {
   service_cache& c = last_service;
   const std::uint64_t generation = service_generation.load(std::memory_order_acquire);
-  if (c.context == &ctx && c.generation == generation) return *c.service;
-  wheel_service& svc = net::use_service<wheel_service>(ctx);
-  c = service_cache{&ctx, &svc, generation};
-  return svc;
+  if (c.context != &ctx || c.generation != generation) {
+    wheel_service& svc = net::use_service<wheel_service>(ctx);
+    c = service_cache{&ctx, &svc, service_access::thread_shard(svc), generation};
+  }
+  return c.thread_shard ? *c.thread_shard : service_access::next_shard(*c.service);
 }
 
 // The shard of `ex`'s execution context that an I/O object constructed now lives on
@@ -538,8 +562,7 @@ inline wheel_service& cached_service(net::execution_context& ctx) {
 // plain executor given to it.
 template <class Executor>
 wheel_shard& shard_for(const Executor& ex) {
-  wheel_shard& shard = service_access::next_shard(
-      cached_service(net::query(ex, net::execution::context)));
+  wheel_shard& shard = shard_of(net::query(ex, net::execution::context));
   if (!shard.has_context_executor()) shard.use_context_executor(context_executor(ex));
   return shard;
 }
