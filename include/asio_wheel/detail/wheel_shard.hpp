@@ -51,6 +51,7 @@
 #define ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
 
 #include <asio_wheel/detail/context_executor.hpp>
+#include <asio_wheel/detail/shard_mutex.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/detail/wheel_clock.hpp>
 #include <asio_wheel/detail/wheel_op.hpp>
@@ -138,14 +139,14 @@ struct op_cancellation {
 
 class wheel_shard {
 public:
-  // The shard's lock: a std::mutex, or nothing (locking_mode resolved to off).
+  // The shard's lock: a shard_mutex, or nothing (locking_mode resolved to off).
   class lock_type {
   public:
     explicit lock_type(bool enabled) noexcept : enabled_(enabled) {}
     void lock() { if (enabled_) mutex_.lock(); }
     void unlock() { if (enabled_) mutex_.unlock(); }
   private:
-    std::mutex mutex_;
+    shard_mutex mutex_;
     bool enabled_;
   };
   using guard_type = std::unique_lock<lock_type>;
