@@ -56,6 +56,8 @@ struct config {
   // W3: start each timed region just after the wheel's clock entered a new level-0 block,
   // so that the count does not depend on the wall time of valgrind's slow setup (fire.hpp).
   bool w3_catch_up = false;
+  // An idle second thread for the whole run (see main in bench.cpp).
+  bool threaded = false;
   // W6's "default" variant with another wheel geometry (--geometry SLOTSxLEVELS);
   // 0 = the library's defaults.
   std::size_t w6_slots = 0, w6_levels = 0;
@@ -82,6 +84,8 @@ inline void print_help() {
       "  --deadline-offset S  add S seconds to W1/W2 deadlines (for slow runs: valgrind)\n"
       "  --w3-catch-up      W3: time from the start of a wheel block (for callgrind)\n"
       "  --geometry SxL     W6 'default' variant with S slots and L levels (e.g. 1024x3)\n"
+      "  --threaded         start an idle second thread first: every workload then runs in a\n"
+      "                     process with threads, where mutexes use atomic instructions\n"
       "  --help             this text\n"
       "\n"
       "Columns: ns/op min and median over the repetitions; ratio = steady_timer median /\n"
@@ -130,6 +134,7 @@ inline std::optional<config> parse_args(int argc, char** argv, int& exit_code) {
       else if (a == "--reps") cfg.reps = std::stoi(value());
       else if (a == "--no-warmup") cfg.warmup = false;
       else if (a == "--w3-catch-up") cfg.w3_catch_up = true;
+      else if (a == "--threaded") cfg.threaded = true;
       else if (a == "--deadline-offset")
         cfg.deadline_offset = std::chrono::duration_cast<duration>(
             std::chrono::duration<double>(std::stod(value())));
