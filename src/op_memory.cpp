@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <mutex>
+#include <type_traits>
 
 namespace asio_wheel::detail {
 
@@ -83,11 +84,27 @@ depot& the_depot() {
 
 // One thread's cache. Blocks are operator new'd at their class size, so that any block
 // can be cached in any thread's list of its class.
+//
+// A trivial type, constant-initialized (all lists empty, `state` unborn): a thread_local
+// of it needs no guard and no registration, so that the hot paths reach their list
+// with one thread-pointer-relative load and one test of `state`. What a thread caches
+// is freed at its exit by a separate thread_local, the reaper, built on the thread's
+// first use of its cache (in the cold paths, where `state` is unborn).
 class thread_cache {
 public:
-  thread_cache() noexcept { state = lifetime::alive; }
-  ~thread_cache() {
-    state = lifetime::dead;
+  // unborn: not yet used by this thread (the reaper not yet built); alive: in use;
+  // dead: its reaper ran (an op freed by another thread_local's destructor at thread
+  // exit), so blocks bypass it.
+  enum class lifetime : unsigned char { unborn, alive, dead };
+
+  bool alive() const noexcept { return state_ == lifetime::alive; }
+
+  // Makes an unborn cache alive, building its reaper; false if the cache is dead.
+  bool make_alive() noexcept;
+
+  // Frees every cached block and marks the cache dead (the reaper, at thread exit).
+  void release() noexcept {
+    state_ = lifetime::dead;
     for (auto& list : lists_)
       while (list.head) {
         free_block* b = list.head;
@@ -146,26 +163,32 @@ public:
     return true;
   }
 
-  // After destruction of this thread's cache (an op freed by another thread_local's
-  // destructor at thread exit), blocks bypass it. A trivial type: no guard to read.
-  enum class lifetime : unsigned char { unborn, alive, dead };
-  static thread_local lifetime state;
-
 private:
   struct list {
-    free_block* head = nullptr;
-    std::size_t count = 0; // invariant: the length of the chain from head
+    free_block* head;
+    std::size_t count; // invariant: the length of the chain from head
   };
-  std::array<list, classes> lists_{};
+  std::array<list, classes> lists_;
+  lifetime state_;
+};
+static_assert(std::is_trivially_destructible_v<thread_cache>);
+
+// Zero-initialized before any code of the thread runs: empty lists, unborn.
+thread_local thread_cache this_thread_cache;
+
+// Frees this thread's cache when the thread exits.
+struct thread_cache_reaper {
+  ~thread_cache_reaper() { this_thread_cache.release(); }
 };
 
-thread_local thread_cache::lifetime thread_cache::state = thread_cache::lifetime::unborn;
-
-// This thread's cache, or nullptr once it is gone.
-thread_cache* this_thread_cache() {
-  if (thread_cache::state == thread_cache::lifetime::dead) return nullptr;
-  static thread_local thread_cache cache;
-  return &cache;
+bool thread_cache::make_alive() noexcept {
+  if (state_ == lifetime::dead) return false;
+  assert(state_ == lifetime::unborn && this == &this_thread_cache);
+  // Registers the reaper's destructor for this thread's exit (the first use only).
+  static thread_local thread_cache_reaper reaper;
+  (void)reaper;
+  state_ = lifetime::alive;
+  return true;
 }
 
 constexpr std::size_t class_of(std::size_t size) noexcept { return (size - 1) / class_bytes; }
@@ -178,14 +201,21 @@ constexpr std::size_t class_of(std::size_t size) noexcept { return (size - 1) / 
 #define ASIO_WHEEL_OP_MEMORY_COLD
 #endif
 
-ASIO_WHEEL_OP_MEMORY_COLD void* op_memory_allocate_cold(thread_cache* cache, std::size_t c) {
-  if (cache && cache->refill(c)) return cache->take(c);
+ASIO_WHEEL_OP_MEMORY_COLD void* op_memory_allocate_cold(std::size_t c) {
+  thread_cache& cache = this_thread_cache;
+  if (cache.alive() || cache.make_alive()) {
+    if (void* p = cache.take(c)) return p; // first use: the list is still empty
+    if (cache.refill(c)) return cache.take(c);
+  }
   return ::operator new((c + 1) * class_bytes);
 }
 
-ASIO_WHEEL_OP_MEMORY_COLD void op_memory_deallocate_cold(thread_cache* cache, void* p,
-                                                         std::size_t c) noexcept {
-  if (cache && cache->spill(c) && cache->give(p, c)) return;
+ASIO_WHEEL_OP_MEMORY_COLD void op_memory_deallocate_cold(void* p, std::size_t c) noexcept {
+  thread_cache& cache = this_thread_cache;
+  if (cache.alive() || cache.make_alive()) {
+    if (cache.give(p, c)) return; // first use: the list is still empty
+    if (cache.spill(c) && cache.give(p, c)) return;
+  }
   ::operator delete(p);
 }
 
@@ -196,10 +226,10 @@ ASIO_WHEEL_OP_MEMORY_COLD void op_memory_deallocate_cold(thread_cache* cache, vo
 void* op_memory_allocate(std::size_t size) {
   if (size == 0 || size > op_memory_max_block) return ::operator new(size);
   const std::size_t c = class_of(size);
-  thread_cache* cache = this_thread_cache();
-  if (cache)
-    if (void* p = cache->take(c)) return p;
-  return op_memory_allocate_cold(cache, c);
+  thread_cache& cache = this_thread_cache;
+  if (cache.alive())
+    if (void* p = cache.take(c)) return p;
+  return op_memory_allocate_cold(c);
 }
 
 std::size_t op_memory_depot_blocks(std::size_t size) noexcept {
@@ -210,9 +240,9 @@ std::size_t op_memory_depot_blocks(std::size_t size) noexcept {
 void op_memory_deallocate(void* p, std::size_t size) noexcept {
   if (size == 0 || size > op_memory_max_block) return ::operator delete(p);
   const std::size_t c = class_of(size);
-  thread_cache* cache = this_thread_cache();
-  if (cache && cache->give(p, c)) return;
-  op_memory_deallocate_cold(cache, p, c);
+  thread_cache& cache = this_thread_cache;
+  if (cache.alive() && cache.give(p, c)) return;
+  op_memory_deallocate_cold(p, c);
 }
 
 } // namespace asio_wheel::detail
