@@ -85,11 +85,11 @@ depot& the_depot() {
 // One thread's cache. Blocks are operator new'd at their class size, so that any block
 // can be cached in any thread's list of its class.
 //
-// A trivial type, constant-initialized (all lists empty, `state` unborn): a thread_local
+// A trivial type, constant-initialized (all lists empty, `state_` unborn): a thread_local
 // of it needs no guard and no registration, so that the hot paths reach their list
-// with one thread-pointer-relative load and one test of `state`. What a thread caches
+// with one thread-pointer-relative load and one test of `state_`. What a thread caches
 // is freed at its exit by a separate thread_local, the reaper, built on the thread's
-// first use of its cache (in the cold paths, where `state` is unborn).
+// first use of its cache (in the cold paths, where `state_` is unborn).
 class thread_cache {
 public:
   // unborn: not yet used by this thread (the reaper not yet built); alive: in use;
