@@ -203,17 +203,16 @@ constexpr std::size_t class_of(std::size_t size) noexcept { return (size - 1) / 
 
 ASIO_WHEEL_OP_MEMORY_COLD void* op_memory_allocate_cold(std::size_t c) {
   thread_cache& cache = this_thread_cache;
-  if (cache.alive() || cache.make_alive()) {
-    if (void* p = cache.take(c)) return p; // first use: the list is still empty
-    if (cache.refill(c)) return cache.take(c);
-  }
+  // Here the list is empty: the hot path found it so, or the cache was unborn.
+  if ((cache.alive() || cache.make_alive()) && cache.refill(c)) return cache.take(c);
   return ::operator new((c + 1) * class_bytes);
 }
 
 ASIO_WHEEL_OP_MEMORY_COLD void op_memory_deallocate_cold(void* p, std::size_t c) noexcept {
   thread_cache& cache = this_thread_cache;
+  // Here the list is full (the hot path found it so), or empty if the cache was unborn.
   if (cache.alive() || cache.make_alive()) {
-    if (cache.give(p, c)) return; // first use: the list is still empty
+    if (cache.give(p, c)) return;
     if (cache.spill(c) && cache.give(p, c)) return;
   }
   ::operator delete(p);

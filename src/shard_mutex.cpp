@@ -2,7 +2,6 @@
 
 #ifdef ASIO_WHEEL_FUTEX_SHARD_MUTEX
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 

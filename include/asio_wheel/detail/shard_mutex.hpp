@@ -55,10 +55,7 @@ public:
       state_.store(locked, std::memory_order_relaxed);
       return;
     }
-    std::uint32_t expected = unlocked;
-    if (!state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
-                                        std::memory_order_relaxed))
-      lock_contended(); // src/shard_mutex.cpp
+    if (!try_lock()) lock_contended(); // src/shard_mutex.cpp
   }
 
   bool try_lock() noexcept {
