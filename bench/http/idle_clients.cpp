@@ -10,8 +10,11 @@
 // and at the end one line of key=value results:
 //   connections, idle (connections that got that far), reaped (closed by the server:
 //   EOF or reset), unreaped (still open after --give-up seconds), errors (connect,
-//   write or response failures), and reap_ms_min/p50/p99/max: from the last activity
-//   (the end of the response, or the connect) to the close, in milliseconds.
+//   write or response failures, and closes other than EOF or a reset), of them failed
+//   (before becoming idle: not the server's to reap) and bad_closes, and
+//   reap_ms_min/p50/p99/max: from the last activity (the end of the response, or the
+//   connect) to the close, in milliseconds. Before that line, if there was an error,
+//   "idle_clients: first error: STAGE: MESSAGE" (STAGE: connect, request, response, close).
 // Exit status: 0 if every connection became idle and was reaped, 1 otherwise.
 //
 // One thread, Boost.Asio; at most --parallel (default 256) connects in flight, so that
@@ -143,9 +146,11 @@ public:
       return ms[std::min(i, ms.size() - 1)];
     };
     const std::size_t unreaped = idle - reaped;
+    if (!first_error_.empty()) std::printf("idle_clients: first error: %s\n", first_error_.c_str());
     std::printf("idle_clients: connections=%zu idle=%zu reaped=%zu unreaped=%zu errors=%zu "
+                "failed=%zu bad_closes=%zu "
                 "reap_ms_min=%.1f reap_ms_p50=%.1f reap_ms_p99=%.1f reap_ms_max=%.1f\n",
-                conns_.size(), idle, reaped, unreaped, failed_ + bad_closes_,
+                conns_.size(), idle, reaped, unreaped, failed_ + bad_closes_, failed_, bad_closes_,
                 ms.empty() ? 0.0 : ms.front(),
                 at(0.5), at(0.99), ms.empty() ? 0.0 : ms.back());
     std::fflush(stdout);
@@ -168,7 +173,7 @@ private:
     conn& c = *conns_[next_++];
     c.socket.async_connect(target_, [this, &c](error_code ec) {
       if (ec) {
-        fail(c);
+        fail(c, "connect", ec);
       } else if (cfg_.request) {
         send_request(c);
       } else {
@@ -181,7 +186,7 @@ private:
   void send_request(conn& c) {
     static const std::string request = "GET /idle HTTP/1.1\r\nHost: bench\r\n\r\n";
     net::async_write(c.socket, net::buffer(request), [this, &c](error_code ec, std::size_t) {
-      if (ec) return fail(c);
+      if (ec) return fail(c, "request", ec);
       read_response(c);
     });
   }
@@ -193,7 +198,7 @@ private:
     c.socket.async_read_some(net::buffer(&c.in[old], 1024),
                              [this, &c, old](error_code ec, std::size_t n) {
                                c.in.resize(old + n);
-                               if (ec) return fail(c);
+                               if (ec) return fail(c, "response", ec);
                                if (response_complete(c.in)) {
                                  become_idle(c);
                                } else {
@@ -225,17 +230,28 @@ private:
       c.closed_at = clock_type::now();
       // EOF or a reset: the server closed it. Data would be a protocol error.
       c.reaped = ec == net::error::eof || ec == net::error::connection_reset;
-      if (!c.reaped) ++bad_closes_;
+      if (!c.reaped) {
+        ++bad_closes_;
+        note_error("close", ec);
+      }
       ++closed_;
       if (idle_phase_done() && closed_ == idle_) give_up_.cancel();
     });
   }
 
-  void fail(conn& c) {
+  // A connection that failed before it became idle: it is not the server's to reap.
+  void fail(conn& c, const char* stage, const error_code& ec) {
     ++failed_;
+    note_error(stage, ec);
     error_code ignored;
     c.socket.close(ignored);
     if (idle_phase_done()) finish_idle_phase();
+  }
+
+  // Keeps the first error's stage and message, for the report: a count alone does not
+  // say whether the client, the network or the server was at fault.
+  void note_error(const char* stage, const error_code& ec) {
+    if (first_error_.empty()) first_error_ = std::string(stage) + ": " + ec.message();
   }
 
   // Every connection is idle or failed.
@@ -261,6 +277,7 @@ private:
   std::size_t failed_ = 0;     // ... that failed before that
   std::size_t closed_ = 0;     // idle ones whose close was seen
   std::size_t bad_closes_ = 0; // ... with something else than EOF or a reset
+  std::string first_error_;    // "stage: message" of the first failure or bad close
 };
 
 } // namespace

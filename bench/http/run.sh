@@ -240,15 +240,21 @@ for stream in $streams; do
   result=$(grep '^idle_clients: connections=' "$ilog" | tail -n 1)
   [[ -n $result ]] || { echo "bench/http/run.sh: http_idle_clients failed:" >&2; cat "$ilog" >&2; }
   read -r _ wrps _ _ _ <<<"$(parse_wrk "$wlog")"
+  # reaped counts against the connections that became idle: one that failed before
+  # (connect, request or response; the clients line names the first error) had no idle
+  # deadline to keep, and is counted in `failed` instead.
   row=$(awk -v s="$stream" -v rps="$wrps" -v r0="$rss0" -v r1="${rss_idle:-$rss0}" \
     -v n="$idle_conns" -v idle="$idle_ms" -v reaped="$(field reaped "$result")" \
+    -v became_idle="$(field idle "$result")" -v failed="$(field failed "$result")" \
     -v unreaped="$(field unreaped "$result")" -v p50="$(field reap_ms_p50 "$result")" \
     -v p99="$(field reap_ms_p99 "$result")" -v mx="$(field reap_ms_max "$result")" \
     -v late="$(field idle_late_max_ms "$counters")" -v early="$(field idle_early "$counters")" 'BEGIN {
-      printf "%-6s %10.0f %10.0f %8d/%-6d %8.1f %8.1f %8.1f %9.1f %10.3f %6d",
-        s, rps, (r1 - r0) * 1024 / n, reaped, n, p50, p99, mx, mx - idle, late, early }')
+      printf "%-6s %10.0f %10.0f %8d/%-6d %6d %8.1f %8.1f %8.1f %9.1f %10.3f %6d",
+        s, rps, (r1 - r0) * 1024 / n, reaped, became_idle, failed, p50, p99, mx, mx - idle,
+        late, early }')
   echo "$row"
   echo "   server: $counters"
+  grep '^idle_clients: first error:' "$ilog" | sed 's/^/   /' || true
   echo "   clients: $result"
   idle_rows+=("$row")
 done
@@ -276,9 +282,11 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# idle: $idle_conns connections idle after one request each (http_idle_clients) while"
   echo "# wrk -c100 runs; server --idle $idle, wheel tick 1 ms. reap_*: client side, from the"
   echo "# response to the close; over_ms: reap_max - idle; late_ms: the server's own worst"
-  echo "# delay from its idle deadline to the close; early: closes before the idle time."
-  printf '%-6s %10s %10s %15s %8s %8s %8s %9s %10s %6s\n' stream req/s B/idle reaped \
-    reap_p50 reap_p99 reap_max over_ms late_ms early
+  echo "# delay from its idle deadline to the close; early: closes before the idle time;"
+  echo "# reaped: of the connections that became idle; failed: connections that failed"
+  echo "# before that (connect, request or response), so had no idle deadline to reap."
+  printf '%-6s %10s %10s %15s %6s %8s %8s %8s %9s %10s %6s\n' stream req/s B/idle reaped/idle \
+    failed reap_p50 reap_p99 reap_max over_ms late_ms early
   printf '%s\n' "${idle_rows[@]}"
 } >"$out"
 echo
