@@ -232,7 +232,9 @@ private:
       c.reaped = ec == net::error::eof || ec == net::error::connection_reset;
       if (!c.reaped) {
         ++bad_closes_;
-        note_error("close", ec);
+        // No error: a byte arrived on a connection whose response was complete.
+        if (ec) note_error("close", ec);
+        else if (first_error_.empty()) first_error_ = "close: data after the response";
       }
       ++closed_;
       if (idle_phase_done() && closed_ == idle_) give_up_.cancel();
