@@ -232,9 +232,7 @@ private:
       c.reaped = ec == net::error::eof || ec == net::error::connection_reset;
       if (!c.reaped) {
         ++bad_closes_;
-        // No error: a byte arrived on a connection whose response was complete.
-        if (ec) note_error("close", ec);
-        else if (first_error_.empty()) first_error_ = "close: data after the response";
+        note_error("close", ec);
       }
       ++closed_;
       if (idle_phase_done() && closed_ == idle_) give_up_.cancel();
@@ -251,9 +249,11 @@ private:
   }
 
   // Keeps the first error's stage and message, for the report: a count alone does not
-  // say whether the client, the network or the server was at fault.
+  // say whether the client, the network or the server was at fault. No error code means
+  // a bad close by data: a byte arrived on a connection whose response was complete.
   void note_error(const char* stage, const error_code& ec) {
-    if (first_error_.empty()) first_error_ = std::string(stage) + ": " + ec.message();
+    if (first_error_.empty())
+      first_error_ = std::string(stage) + ": " + (ec ? ec.message() : "data after the response");
   }
 
   // Every connection is idle or failed.

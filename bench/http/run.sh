@@ -246,7 +246,7 @@ for stream in $streams; do
   row=$(awk -v s="$stream" -v rps="$wrps" -v r0="$rss0" -v r1="${rss_idle:-$rss0}" \
     -v n="$idle_conns" -v idle="$idle_ms" -v reaped="$(field reaped "$result")" \
     -v became_idle="$(field idle "$result")" -v failed="$(field failed "$result")" \
-    -v unreaped="$(field unreaped "$result")" -v p50="$(field reap_ms_p50 "$result")" \
+    -v p50="$(field reap_ms_p50 "$result")" \
     -v p99="$(field reap_ms_p99 "$result")" -v mx="$(field reap_ms_max "$result")" \
     -v late="$(field idle_late_max_ms "$counters")" -v early="$(field idle_early "$counters")" 'BEGIN {
       printf "%-6s %10.0f %10.0f %8d/%-6d %6d %8.1f %8.1f %8.1f %9.1f %10.3f %6d",
