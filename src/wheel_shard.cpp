@@ -253,13 +253,22 @@ void wheel_shard::run_step(step_cause cause) {
     }
   } scope{*this, guard};
 
-  // Rounds of collect and invoke, at most expiry_batch completions in all: a chain (a
-  // handler starting an operation that completes at once) runs here, without a post and
-  // the reactor round trip that comes with it; past the budget, the rest waits for a
-  // posted step, behind the context's other work. A step with nothing chained takes the
-  // lock twice: to collect, and to see that nothing is left.
-  std::size_t left = options_.expiry_batch == 0 ? std::numeric_limits<std::size_t>::max()
-                                                : options_.expiry_batch;
+  // Rounds of collect and invoke, at most expiry_batch completions in all, beyond what
+  // was ready when the step began: a chain (a handler starting an operation that
+  // completes at once) runs here, without a post and the reactor round trip that comes
+  // with it; past the budget, the rest waits for a posted step, behind the context's
+  // other work. A step with nothing chained takes the lock twice: to collect, and to
+  // see that nothing is left.
+  constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+  std::size_t left = options_.expiry_batch == 0 ? unlimited : options_.expiry_batch;
+  // What was ready when the step began (aborted and refused operations: the context's
+  // own calls since the last step) all completes in it, outside the budget, as Asio's
+  // cancelled handlers all run in its scheduler's next round. Were they bounded too, a
+  // context whose handlers cancel more waits per round than expiry_batch (a busy
+  // server's streams, each cancelling its wait when it goes quiet) would pile them up
+  // in the ready queue without end, each holding its op's memory. The budget bounds
+  // what time and chains add: expiries, and what the step's own handlers queue.
+  std::size_t owed = ready_count_;
   for (;;) {
     const steady_time now = clock_.now_locked();
     // The true clock, never an upper bound of it: else waits would fire early.
@@ -267,8 +276,13 @@ void wheel_shard::run_step(step_cause cause) {
     // At most the step's budget made due at a time: taken while still in cache.
     if (!clock_.manual()) wheel_behind_ = !wheel_.advance_to(clock_.floor_tick(now), left);
     op_queue batch;
-    const std::size_t taken = collect_locked(batch, now, left);
-    left = taken >= left ? 0 : left - taken;
+    // collect_locked takes the ready queue first: the owed operations, then what
+    // is left of the budget.
+    assert(ready_count_ >= owed);
+    const std::size_t budget = owed > unlimited - left ? unlimited : left + owed;
+    const std::size_t taken = collect_locked(batch, now, budget);
+    owed = 0;
+    left = taken >= budget ? 0 : budget - taken;
     if (armed_ == never_tick) arm_locked();
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.

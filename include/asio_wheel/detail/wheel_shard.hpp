@@ -11,7 +11,8 @@
 // it, and hands over operations: first the ready queue, then the entries that came due,
 // each through its on_due. It invokes them outside the lock, then goes round again for
 // what its own handlers queued meanwhile (a chain of takes, a wait already expired), at
-// most expiry_batch completions in all; whatever is left gets a posted step.
+// most expiry_batch completions in all besides what was ready when it began (which all
+// completes: see run_step); whatever is left gets a posted step.
 //
 // Entries. Every node on a shard's wheel is a shard_entry (a wheel_entry). Two kinds:
 //   - a wait_list owns pending operations (a timer's waits, a periodic timer's pending
