@@ -261,8 +261,9 @@ void wheel_shard::run_step(step_cause cause) {
   // see that nothing is left.
   constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
   std::size_t left = options_.expiry_batch == 0 ? unlimited : options_.expiry_batch;
-  // What was ready when the step began (aborted and refused operations: the context's
-  // own calls since the last step) all completes in it, outside the budget, as Asio's
+  // What was ready when the step began (aborted and refused operations, takes that
+  // completed at once, what a throwing handler left of a batch: the context's own doing
+  // since the last step, not time's) all completes in it, outside the budget, as Asio's
   // cancelled handlers all run in its scheduler's next round. Were they bounded too, a
   // context whose handlers cancel more waits per round than expiry_batch (a busy
   // server's streams, each cancelling its wait when it goes quiet) would pile them up
