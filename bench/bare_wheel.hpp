@@ -35,6 +35,14 @@
 //           is written: whether a clock read lets the misses around it overlap. On the
 //           Intel VMs of this project it does not (measured: the misses then come one
 //           at a time), which bounds W2 at 1M, a clock read and a random timer per op.
+//   unlink_floor  no wheel: the same N entries linked, in array order, into 2048 lists
+//           picked at random (about the chains that the wheel's insert fills with these
+//           deadlines: 235 level-1 slots of slot_chains each), then each unlinked in the
+//           cancel order: what taking a node out of a doubly-linked list costs here, with
+//           nothing else to do. The node and its two neighbours are three random lines,
+//           and the neighbours are known only once the node has been read. This is
+//           cancel's floor: the wheel's remove is that unlink plus checks of the node's
+//           own fields.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
 // and none before its deadline tick, or the run fails. --variant PHASE times that phase
 // alone (scripts/bench --callgrind counts its instructions per entry).
@@ -75,7 +83,7 @@ inline void w11_run(bench_run& b) {
       f();
   };
   std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, chase_ns, array_ns;
-  std::vector<double> touch_ns, touch_clock_ns;
+  std::vector<double> touch_ns, touch_clock_ns, unlink_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
@@ -151,6 +159,18 @@ inline void w11_run(bench_run& b) {
       });
       if (sum < n) b.fail.add("W11: the array walk read " + std::to_string(sum) + " < N");
     }
+    if (b.cfg.want_variant("unlink_floor")) {
+      constexpr std::size_t list_count = 2048;
+      std::vector<d::entry_list> lists(list_count);
+      std::uniform_int_distribution<std::size_t> pick(0, list_count - 1);
+      for (std::size_t i = 0; i < n; ++i) lists[pick(rng)].push_back(entries[i]);
+      phase("unlink_floor", unlink_ns, [&] {
+        for (std::uint32_t i : cancel_order) entries[i].unlink();
+      });
+      std::size_t left = 0;
+      for (auto& l : lists) left += !l.empty();
+      if (left != 0) b.fail.add("W11: the unlink floor left " + std::to_string(left) + " lists non-empty");
+    }
     if (b.cfg.want_variant("touch_floor"))
       phase("touch_floor", touch_ns, [&] {
         for (std::uint32_t i : cancel_order) {
@@ -189,6 +209,7 @@ inline void w11_run(bench_run& b) {
   add("touch_floor", touch_ns, "no_wheel;read_and_write_each_entry");
   add("touch_clock_floor", touch_clock_ns, "no_wheel;the_same_plus_a_clock_read_each");
   add("array_floor", array_ns, "one_pass_no_wheel;addresses_in_an_array");
+  add("unlink_floor", unlink_ns, "no_wheel;unlink_from_a_doubly_linked_list");
   b.out.add_group(std::move(g));
 }
 
