@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <new>
+#include <type_traits>
 
 namespace asio_wheel::detail {
 
@@ -25,10 +26,103 @@ inline constexpr std::size_t op_memory_max_block = 512;
 inline constexpr std::size_t op_memory_max_cached = 1024; // per size class and thread
 inline constexpr std::size_t op_memory_depot_chains = 16;  // of max_cached / 2, per class
 
-void* op_memory_allocate(std::size_t size);
-void op_memory_deallocate(void* p, std::size_t size) noexcept;
+// Fine classes: an operation's block is its size rounded up to 16 (malloc's own
+// granule), so a 16-byte op with a 16-byte handler takes 32 bytes, not 64.
+inline constexpr std::size_t op_memory_class_bytes = 16;
+inline constexpr std::size_t op_memory_classes = op_memory_max_block / op_memory_class_bytes;
+
 // Blocks of `size`'s class in the depot now (for tests).
 std::size_t op_memory_depot_blocks(std::size_t size) noexcept;
+
+// One thread's cache: a free list per size class. Blocks are operator new'd at their
+// class size, so that any block can be cached in any thread's list of its class.
+//
+// A trivial type, zero-initialized (all lists empty, unborn): a thread_local of it needs
+// no guard, no registration and no wrapper call, so that the hot paths below, inline in
+// every caller, reach their list with one thread-pointer-relative address and one test
+// of the state. What a thread caches is freed at its exit by a separate thread_local
+// (src/op_memory.cpp), built on the thread's first use of its cache, in the cold paths.
+class op_thread_cache {
+public:
+  // unborn: not yet used by this thread (the reaper not yet built); alive: in use;
+  // dead: its reaper ran (an op freed by another thread_local's destructor at thread
+  // exit), so blocks bypass it.
+  enum class lifetime : unsigned char { unborn, alive, dead };
+  // A cached block: its first word links it to the next one of its list.
+  struct free_block {
+    free_block* next;
+  };
+
+  bool alive() const noexcept { return state_ == lifetime::alive; }
+
+  // The hot paths: a block from this thread's list of class c, or nullptr if it is
+  // empty; a block onto it, or false if it is full.
+  void* take(std::size_t c) noexcept {
+    list& l = lists_[c];
+    free_block* b = l.head;
+    if (!b) return nullptr;
+    l.head = b->next;
+    --l.count;
+    return b;
+  }
+  bool give(void* p, std::size_t c) noexcept {
+    list& l = lists_[c];
+    if (l.count == op_memory_max_cached) return false;
+    l.head = ::new (p) free_block{l.head};
+    ++l.count;
+    return true;
+  }
+
+  // The cold paths (src/op_memory.cpp), past a list's ends or on a thread's first use:
+  // the depot, then operator new / delete. Out of line, so that the inline hot paths
+  // stay a few instructions.
+  static void* allocate_cold(std::size_t c);
+  static void deallocate_cold(void* p, std::size_t c) noexcept;
+
+  // Makes an unborn cache alive, building its reaper; false if the cache is dead.
+  bool make_alive() noexcept;
+  // Frees every cached block and marks the cache dead (the reaper, at thread exit).
+  void release() noexcept;
+  // An empty list takes a chain from the depot; a full one gives half of itself to it.
+  bool refill(std::size_t c) noexcept;
+  bool spill(std::size_t c) noexcept;
+
+private:
+  struct list {
+    free_block* head;
+    std::size_t count; // invariant: the length of the chain from head
+  };
+  list lists_[op_memory_classes];
+  lifetime state_;
+};
+static_assert(std::is_trivially_destructible_v<op_thread_cache> &&
+              std::is_trivially_default_constructible_v<op_thread_cache>);
+
+// Zero-initialized before any code of the thread runs: empty lists, unborn.
+inline thread_local op_thread_cache this_thread_op_cache;
+
+constexpr std::size_t op_memory_class_of(std::size_t size) noexcept {
+  return (size - 1) / op_memory_class_bytes;
+}
+
+// Inline, so that an op's size (a constant at every call) picks its class at compile
+// time, and a cached block costs a handful of instructions, without a call.
+inline void* op_memory_allocate(std::size_t size) {
+  if (size == 0 || size > op_memory_max_block) return ::operator new(size);
+  const std::size_t c = op_memory_class_of(size);
+  op_thread_cache& cache = this_thread_op_cache;
+  if (cache.alive())
+    if (void* p = cache.take(c)) return p;
+  return op_thread_cache::allocate_cold(c);
+}
+
+inline void op_memory_deallocate(void* p, std::size_t size) noexcept {
+  if (size == 0 || size > op_memory_max_block) return ::operator delete(p);
+  const std::size_t c = op_memory_class_of(size);
+  op_thread_cache& cache = this_thread_op_cache;
+  if (cache.alive() && cache.give(p, c)) return;
+  op_thread_cache::deallocate_cold(p, c);
+}
 
 // The allocator for the above; all instances are interchangeable.
 template <class T>
