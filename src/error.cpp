@@ -56,13 +56,8 @@ const error_category& category() noexcept {
 
 namespace asio_wheel::detail {
 
-error_code to_error_code(op_result r) noexcept {
-  switch (r) {
-  case op_result::success: return {};
-  case op_result::aborted: return net::error::operation_aborted;
-  case op_result::too_many: return error::make_error_code(error::too_many_timers);
-  }
-  return {};
+error_code too_many_timers_code() noexcept {
+  return error::make_error_code(error::too_many_timers);
 }
 
 } // namespace asio_wheel::detail

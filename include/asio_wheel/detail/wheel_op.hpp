@@ -21,7 +21,15 @@ struct wait_list;
 // How an operation ended; kept in one byte and turned into an error_code on the way out.
 enum class op_result : std::uint8_t { success, aborted, too_many };
 
-error_code to_error_code(op_result r) noexcept; // src/error.cpp
+error_code too_many_timers_code() noexcept; // src/error.cpp
+
+// The error_code a handler gets for `r`: inline, on every completion's path (success and
+// operation_aborted are built in place; only the library's own category is out of line).
+inline error_code to_error_code(op_result r) noexcept {
+  if (r == op_result::success) return {};
+  if (r == op_result::aborted) return net::error::operation_aborted;
+  return too_many_timers_code();
+}
 
 // 16 bytes: the queue link (whose tag holds the result and where the op lives) and
 // the function. What only some operations
