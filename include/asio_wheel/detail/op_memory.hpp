@@ -14,6 +14,7 @@
 #ifndef ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
 #define ASIO_WHEEL_DETAIL_OP_MEMORY_HPP
 
+#include <cassert>
 #include <cstddef>
 #include <new>
 #include <type_traits>
@@ -58,14 +59,17 @@ public:
   // The hot paths: a block from this thread's list of class c, or nullptr if it is
   // empty; a block onto it, or false if it is full.
   void* take(std::size_t c) noexcept {
+    assert(c < op_memory_classes && alive());
     list& l = lists_[c];
     free_block* b = l.head;
     if (!b) return nullptr;
+    assert(l.count > 0); // the chain from head has l.count blocks
     l.head = b->next;
     --l.count;
     return b;
   }
   bool give(void* p, std::size_t c) noexcept {
+    assert(c < op_memory_classes && alive());
     list& l = lists_[c];
     if (l.count == op_memory_max_cached) return false;
     l.head = ::new (p) free_block{l.head};
