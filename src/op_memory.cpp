@@ -12,8 +12,6 @@ namespace asio_wheel::detail {
 
 namespace {
 
-constexpr std::size_t class_bytes = op_memory_class_bytes;
-constexpr std::size_t classes = op_memory_classes;
 using free_block = op_thread_cache::free_block;
 
 // Full halves of threads' lists, for threads whose list of that class ran dry. A thread
@@ -71,7 +69,7 @@ private:
     std::atomic<std::size_t> count{0}; // written under the lock
   };
   std::mutex mutex_;
-  std::array<shelf, classes> shelves_{};
+  std::array<shelf, op_memory_classes> shelves_{};
 };
 
 depot& the_depot() {
@@ -146,7 +144,7 @@ ASIO_WHEEL_OP_MEMORY_COLD void* op_thread_cache::allocate_cold(std::size_t c) {
   op_thread_cache& cache = this_thread_op_cache;
   // Here the list is empty: the hot path found it so, or the cache was unborn.
   if ((cache.alive() || cache.make_alive()) && cache.refill(c)) return cache.take(c);
-  return ::operator new((c + 1) * class_bytes);
+  return ::operator new((c + 1) * op_memory_class_bytes);
 }
 
 ASIO_WHEEL_OP_MEMORY_COLD void op_thread_cache::deallocate_cold(void* p, std::size_t c) noexcept {

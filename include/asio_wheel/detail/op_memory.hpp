@@ -83,15 +83,17 @@ public:
   static void* allocate_cold(std::size_t c);
   static void deallocate_cold(void* p, std::size_t c) noexcept;
 
-  // Makes an unborn cache alive, building its reaper; false if the cache is dead.
-  bool make_alive() noexcept;
   // Frees every cached block and marks the cache dead (the reaper, at thread exit).
   void release() noexcept;
+
+private:
+  // The cold paths' steps. Makes an unborn cache alive, building its reaper; false if
+  // the cache is dead.
+  bool make_alive() noexcept;
   // An empty list takes a chain from the depot; a full one gives half of itself to it.
   bool refill(std::size_t c) noexcept;
   bool spill(std::size_t c) noexcept;
 
-private:
   struct list {
     free_block* head;
     std::size_t count; // invariant: the length of the chain from head
