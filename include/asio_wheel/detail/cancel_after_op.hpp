@@ -28,9 +28,10 @@ class cancel_after_handler {
 public:
   using cancellation_slot_type = net::cancellation_slot;
 
+  // `s` is fresh from the initiation, shared with no one yet (add_handler_ref).
   template <class H>
   cancel_after_handler(H&& h, deadline_state* s) : handler_(std::forward<H>(h)), state_(s) {
-    state_->add_ref();
+    state_->add_handler_ref();
   }
 
   cancel_after_handler(cancel_after_handler&& o) noexcept(

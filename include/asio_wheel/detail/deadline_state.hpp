@@ -65,6 +65,14 @@ public:
   net::cancellation_signal signal;
 
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // The wrapped handler's ref, taken while the initiation alone knows the state (before
+  // the operation starts or the entry is armed): no other thread can count at once, so
+  // a plain increment does, not a read-modify-write (one locked instruction per
+  // cancel_after saved).
+  void add_handler_ref() noexcept {
+    assert(refs_.load(std::memory_order_relaxed) == 1 && !done_);
+    refs_.store(2, std::memory_order_relaxed);
+  }
 
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) dealloc_(this);
