@@ -30,6 +30,8 @@ namespace bench {
 //                  signal; the read completion cancels the timer, and the user's handler
 //                  runs once both the read and the timer's aborted wait have completed.
 //   asio_wheel   : asio_wheel::cancel_after(30s, handler)
+// The variants take turns, one repetition each, and a deadline's own cost (deadline_ns)
+// is the median over the turns of its time minus the no-deadline loop's in that turn.
 
 struct w9_chain {
   asio::io_context* ctx = nullptr;
