@@ -16,7 +16,9 @@
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace bench {
@@ -195,7 +197,7 @@ inline void w9_run(bench_run& b) {
       const double median = summarize(own).median;
       g[i].extra += ";deadline_ns=" + fmt("%.1f", median);
       if (variants[i]->impl == std::string(impl_steady)) steady_ns = median;
-      else if (steady_ns == steady_ns && median > 0)
+      else if (!std::isnan(steady_ns) && median > 0)
         g[i].extra += ";deadline_ratio=" + fmt("%.2f", steady_ns / median) + "x";
     }
   }
