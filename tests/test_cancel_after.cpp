@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "asio_test.hpp"
+#include "counting_allocator.hpp"
 #include "manual_clock.hpp"
 
 #include <asio_wheel/cancel_after.hpp>
@@ -325,6 +326,30 @@ BOOST_AUTO_TEST_CASE(many_operations_leave_nothing_behind) {
   f.advance(1ms);
   BOOST_TEST(done == 2000);
   BOOST_TEST(f.pending() == 0u);
+}
+
+// An operation still pending when its context is destroyed: Asio destroys its handler
+// unrun, and the deadline's state goes with it. Both of the state's references must be
+// given back: the initiation's, and the one the wrapped handler took while the
+// initiation alone knew the state (a plain store, not a read-modify-write).
+BOOST_AUTO_TEST_CASE(an_operation_destroyed_unrun_frees_its_deadline) {
+  int live = 0; // blocks from the handler's allocator: the deadline's state among them
+  int calls = 0;
+  {
+    asio_wheel_test::manual_context f;
+    socket_type a{f.io}, b{f.io};
+    net::local::connect_pair(a, b);
+    std::array<char, 1> in{};
+    b.async_read_some(net::buffer(in),
+                      cancel_after(1h, net::bind_allocator(
+                                           asio_wheel_test::counting_allocator<void>(&live),
+                                           [&calls](error_code, std::size_t) { ++calls; })));
+    f.settle();
+    BOOST_TEST(live >= 1);
+    BOOST_TEST(f.svc.stats().pending == 1u); // the deadline, on the wheel
+  } // the sockets, then the context: the read never completes
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(live == 0);
 }
 
 // The operation completes on one thread while its deadline fires on another: exactly
