@@ -64,10 +64,11 @@ bool wheel::slot_empty(std::uint32_t index) const noexcept {
   return true;
 }
 
-inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept {
+inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline,
+                        std::uint32_t chain) noexcept {
   // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
-  chains(index)[next_chain_++ % slot_chains].push_back(e);
+  chains(index)[chain % slot_chains].push_back(e);
   e.where = index;
   if (is_top(index)) note_top_link(index, deadline);
   set_occupied(index);
@@ -127,7 +128,7 @@ void wheel::link_staged() noexcept {
     index[i] = slot_for(d);
     prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
   }
-  for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i]);
+  for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i], next_chain_++);
   staged_count_ = 0;
 }
 
@@ -307,7 +308,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       const std::uint32_t target = slot_for(deadline);
       if (target != index) {
         e.unlink();
-        link(e, target, deadline); // from slot to slot: slotted_ stays
+        link(e, target, deadline, next_chain_++); // from slot to slot: slotted_ stays
         k = (k + 1) % slot_chains;
       } else {
         stays_until = std::min(stays_until, top_slot_start(deadline));
@@ -344,18 +345,23 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       holding |= 1u << k;
     }
   }
-  // The first chain from `from` (<= slot_chains) on, round the slot, that holds entries.
-  const auto next_holding = [&holding](std::size_t from) noexcept -> std::size_t {
-    const unsigned ahead = holding >> from << from;
-    return countr_zero(ahead != 0 ? ahead : holding);
-  };
-  std::size_t k = holding != 0 ? next_holding(resume_chain_) : 0; // whose turn it is
+  // The walk's counts stay in locals until it ends (see due_appender).
+  due_appender due(*this);
+  const std::size_t due_room = due_count_ < due_limit ? due_limit - due_count_ : 0;
+  std::uint32_t chain_turn = next_chain_;
+  assert(now_ == t);
+  // The turns go in rounds over the chains that hold entries; the first round starts
+  // with the chain whose turn it was when a due_limit stopped the walk.
+  unsigned round = holding >> resume_chain_ << resume_chain_;
   resume_chain_ = 0;
   bool finished = true;
   while (holding != 0) {
+    if (round == 0) round = holding;
+    const unsigned k = countr_zero(round);
+    round &= round - 1;
     wheel_entry& e = static_cast<wheel_entry&>(*at[k]);
     const tick_t deadline = e.deadline_tick(); // read once, as in process_slot
-    if (deadline <= t && due_count_ >= due_limit) {
+    if (deadline <= t && due.appended() == due_room) {
       finished = false;
       resume_chain_ = k;
       break;
@@ -365,17 +371,18 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       prefetch(at[k]);
     else
       holding &= ~(1u << k);
-    if (holding != 0) k = next_holding(k + 1);
     assert(deadline != never_tick && deadline >= t && e.where == index);
     if (deadline <= t) {
-      --slotted_;
-      append_due(e);
+      due.append(e);
     } else { // from slot to slot: slotted_ stays
       const std::uint32_t target = slot_for(deadline);
       assert(target != index);
-      link(e, target, deadline);
+      link(e, target, deadline, chain_turn++);
     }
   }
+  due.commit();
+  slotted_ -= due.appended();
+  next_chain_ = chain_turn;
   // Every entry that left went to another slot or the due list, so the slot is empty
   // unless the walk stopped, with the entry it stopped at (and its chain's rest) left.
   if (finished) {
@@ -433,6 +440,22 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
   if (resume_level_ != no_resume && !process_tick(now_, resume_level_, due_limit)) return false;
   while (now_ < to) {
     if (due_count_ >= due_limit) return false;
+    // The common step: the next occupied level-0 slot of the current rotation. It comes
+    // due before any slot of a level above, and only it starts at its tick (next_slot_tick
+    // and process_tick say why), unless the top level is level 0 or top_next_ is no later.
+    if (levels_ > 1) {
+      const tick_t digit_mask = slots_ - 1;
+      const std::size_t slot = find_occupied(0, (now_ & digit_mask) + 1);
+      const tick_t t = (now_ & ~digit_mask) | slot;
+      if (slot < slots_ && t < top_next_ && t <= to) {
+        now_ = t;
+        if (!drain_slot(static_cast<std::uint32_t>(slot), t, due_limit)) {
+          resume_level_ = 0;
+          return false;
+        }
+        continue;
+      }
+    }
     const tick_t t = next_slot_tick();
     if (t > to) {
       now_ = to;

@@ -492,6 +492,49 @@ BOOST_AUTO_TEST_CASE(a_top_slot_comes_due_for_each_round_it_holds) {
   BOOST_TEST(fired[3] == deadlines[3]);
 }
 
+BOOST_AUTO_TEST_CASE(one_slot_walk_fills_the_ring_and_spills_into_its_list) {
+  // One tick's 1500 entries come due in one slot walk: the ring (1024 cells) takes the
+  // first ones and its overflow list the rest, in the same walk. Each must come out
+  // once, whichever part holds it, and removals from either part must keep the count.
+  // Then the same walk bounded, so that it stops inside the slot after the ring is full.
+  for (std::size_t bound : {std::size_t(-1), std::size_t(1200)}) {
+    wheel w(16, 3);
+    const int n = 1500;
+    std::vector<node> nodes(n);
+    for (int i = 0; i < n; ++i) {
+      nodes[std::size_t(i)].id = i;
+      w.insert(nodes[std::size_t(i)], 100); // level 2 at first: cascades twice
+    }
+    bool reached = w.advance_to(100, bound);
+    BOOST_TEST(reached == (bound == std::size_t(-1)));
+    std::vector<int> in_ring, in_list;
+    for (auto& e : nodes)
+      if (e.in_due_ring())
+        in_ring.push_back(e.id);
+      else if (e.is_due())
+        in_list.push_back(e.id);
+    BOOST_TEST(in_ring.size() == 1024u);
+    BOOST_TEST(in_list.size() == std::min<std::size_t>(bound, n) - 1024u);
+    w.remove(nodes[std::size_t(in_ring[10])]);
+    w.remove(nodes[std::size_t(in_list[10])]);
+    std::vector<int> got;
+    while (!reached || w.has_due()) {
+      while (wheel_entry* e = w.pop_due()) {
+        BOOST_TEST_REQUIRE(e->deadline_tick() <= w.now()); // never early
+        got.push_back(static_cast<node*>(e)->id);
+      }
+      if (!reached) reached = w.advance_to(100, bound);
+    }
+    BOOST_TEST(got.size() == std::size_t(n - 2));
+    std::sort(got.begin(), got.end());
+    BOOST_TEST((std::adjacent_find(got.begin(), got.end()) == got.end())); // none twice
+    BOOST_TEST(!std::binary_search(got.begin(), got.end(), in_ring[10]));
+    BOOST_TEST(!std::binary_search(got.begin(), got.end(), in_list[10]));
+    BOOST_TEST(w.slotted() == 0u);
+    for (auto& e : nodes) BOOST_TEST_REQUIRE(!e.linked());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_bounded_advance_stops_between_ticks_and_resumes_in_order) {
   // The shard advances at most a step's budget at a time (wheel_shard::run_step). The
   // same entries must come out in the same order, none early, whatever the bound, and

@@ -305,19 +305,61 @@ private:
     staged_[cell] = &e;
     e.where = wheel_entry::staged_first + static_cast<std::uint32_t>(cell);
   }
-  // Appends an entry, out of its list, to the due list (see "The due list" below).
-  // Inline: a slot's walk calls it once per expiring entry.
-  void append_due(wheel_entry& e) noexcept {
-    assert(!e.is_linked()); // out of its list (its `where` may still name its slot)
-    if (due_ring_used_ < due_ring_cells && due_overflow_.empty()) {
-      const std::size_t cell = (due_ring_head_ + due_ring_used_++) % due_ring_cells;
-      due_ring_[cell] = &e;
-      e.where = wheel_entry::due_ring_first + static_cast<std::uint32_t>(cell);
-    } else {
-      due_overflow_.push_back(e);
-      e.where = wheel_entry::in_due;
+  // Appends entries, out of their lists, to the due list (see "The due list" below), in
+  // the order of the calls. It keeps its counts until commit(), which the owner calls once
+  // before the wheel is used otherwise: a slot's walk appends once per expiring entry and
+  // links others in between, and the compiler, unable to tell those stores from the
+  // wheel's members, would reload the members for every entry.
+  class due_appender {
+  public:
+    explicit due_appender(wheel& w) noexcept
+        : w_(w),
+          // The ring's free cells take appends while the overflow list is empty: its
+          // entries come after the ring's.
+          ring_room_(w.due_overflow_.empty() ? due_ring_cells - w.due_ring_used_ : 0),
+          ring_end_(w.due_ring_head_ + w.due_ring_used_) {}
+    due_appender(const due_appender&) = delete;
+    due_appender& operator=(const due_appender&) = delete;
+    ~due_appender() { assert(committed_); }
+
+    // How many this appender has appended.
+    std::size_t appended() const noexcept { return appended_; }
+    void append(wheel_entry& e) noexcept {
+      assert(!e.is_linked()); // out of its list (its `where` may still name its slot)
+      if (appended_ < ring_room_) {
+        const std::size_t cell = (ring_end_ + appended_) % due_ring_cells;
+        w_.due_ring_[cell] = &e;
+        e.where = wheel_entry::due_ring_first + static_cast<std::uint32_t>(cell);
+      } else {
+        w_.due_overflow_.push_back(e);
+        e.where = wheel_entry::in_due;
+      }
+      ++appended_;
     }
-    ++due_count_;
+    // Writes the counts back: the due list's, not the slots' (the caller's to adjust).
+    void commit() noexcept {
+      assert(!committed_);
+      w_.due_ring_used_ += appended_ < ring_room_ ? appended_ : ring_room_;
+      w_.due_count_ += appended_;
+#ifndef NDEBUG
+      committed_ = true;
+#endif
+    }
+
+  private:
+    wheel& w_;
+    const std::size_t ring_room_; // free ring cells (none while the overflow list is not empty)
+    const std::size_t ring_end_;  // the first free cell, mod due_ring_cells
+    std::size_t appended_ = 0;
+#ifndef NDEBUG
+    bool committed_ = false;
+#endif
+  };
+  // Appends one entry, out of its list, to the due list.
+  void append_due(wheel_entry& e) noexcept {
+    due_appender due(*this);
+    due.append(e);
+    due.commit();
   }
   // Takes a due entry out of the due list.
   void remove_due(wheel_entry& e) noexcept;
@@ -346,7 +388,8 @@ private:
   std::uint32_t slot_for(tick_t deadline) const noexcept;
   // Links `e` into slot `index`, the one for `deadline` (its deadline as read). The
   // caller counts it in slotted_: an entry that came staged or from another slot already is.
-  void link(wheel_entry& e, std::uint32_t index, tick_t deadline) noexcept;
+  // It goes to chain number `chain` (mod slot_chains): the caller takes turns.
+  void link(wheel_entry& e, std::uint32_t index, tick_t deadline, std::uint32_t chain) noexcept;
   // The chains of slot `index`: slot_chains lists.
   entry_list* chains(std::uint32_t index) const noexcept { return slots_lists_[index].chains; }
   bool slot_empty(std::uint32_t index) const noexcept;
