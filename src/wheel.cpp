@@ -35,15 +35,20 @@ wheel::wheel(std::size_t slots, std::size_t levels)
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
   static_assert(stage_capacity <= wheel_entry::due_ring_first - wheel_entry::staged_first);
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
-  for (unsigned bit = 0; bit < 64; ++bit)
-    level_of_bit_[bit] = static_cast<std::uint8_t>(std::min<std::size_t>(bit / shift_, levels - 1));
+  for (unsigned bit = 0; bit < 64; ++bit) {
+    const std::size_t level = std::min<std::size_t>(bit / shift_, levels - 1);
+    level_of_bit_[bit] = {static_cast<std::uint8_t>(level), static_cast<std::uint8_t>(level * shift_),
+                          static_cast<std::uint32_t>(level * slots)};
+  }
 }
 
-std::size_t wheel::level_for(tick_t deadline) const noexcept {
+const wheel::level_of_bit& wheel::by_highest_bit(tick_t deadline) const noexcept {
   // The highest base-`slots` digit in which the deadline differs from now.
   const tick_t diff = (now_ ^ deadline) | (slots_ - 1);
   return level_of_bit_[63 - countl_zero(diff)];
 }
+
+std::size_t wheel::level_for(tick_t deadline) const noexcept { return by_highest_bit(deadline).level; }
 
 std::uint32_t wheel::slot_index(std::size_t level, tick_t deadline) const noexcept {
   const tick_t slot = (deadline >> (level * shift_)) & (slots_ - 1);
@@ -54,7 +59,8 @@ std::uint32_t wheel::slot_for(tick_t deadline) const noexcept {
   // Most entries that a slot's walk re-places differ from now_ in the lowest digit only
   // (a level-1 slot cascading): their slot is that digit on level 0.
   if ((deadline ^ now_) < slots_) return static_cast<std::uint32_t>(deadline & (slots_ - 1));
-  return slot_index(level_for(deadline), deadline);
+  const level_of_bit& at = by_highest_bit(deadline);
+  return at.first + static_cast<std::uint32_t>((deadline >> at.shift) & (slots_ - 1));
 }
 
 bool wheel::slot_empty(std::uint32_t index) const noexcept {
@@ -118,17 +124,22 @@ void wheel::unstage(wheel_entry& e) noexcept {
 void wheel::link_staged() noexcept {
   // Each entry's slot, and the line that its link writes besides its own (the chain's
   // last entry), asked for before the first link: the misses overlap instead of
-  // following one another.
+  // following one another. The counts are locals: the links' stores could alias the
+  // members (see due_appender). The i-th entry goes to chain first_chain + i.
+  const std::size_t count = staged_count_;
+  const std::uint32_t first_chain = next_chain_;
   std::uint32_t index[stage_capacity];
   tick_t deadline[stage_capacity];
-  for (std::size_t i = 0; i < staged_count_; ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     const tick_t d = staged_[i]->deadline_tick(); // read once: an owner may raise it
     assert(d != never_tick && d > now_);
     deadline[i] = d;
     index[i] = slot_for(d);
-    prefetch(chains(index[i])[(next_chain_ + i) % slot_chains].back_hook());
+    prefetch(chains(index[i])[(first_chain + i) % slot_chains].back_hook());
   }
-  for (std::size_t i = 0; i < staged_count_; ++i) link(*staged_[i], index[i], deadline[i], next_chain_++);
+  for (std::size_t i = 0; i < count; ++i)
+    link(*staged_[i], index[i], deadline[i], first_chain + static_cast<std::uint32_t>(i));
+  next_chain_ = first_chain + static_cast<std::uint32_t>(count);
   staged_count_ = 0;
 }
 

@@ -425,10 +425,18 @@ private:
   std::size_t slots_;
   std::size_t levels_;
   unsigned shift_;           // log2(slots)
-  // level_for's answer by the highest bit in which a deadline differs from now_ (bit /
-  // shift_, capped at the top level): a load instead of a division by a run-time shift_
-  // on every link.
-  std::uint8_t level_of_bit_[64];
+  // Where a deadline goes, by the highest bit in which it differs from now_: its level
+  // (bit / shift_, capped at the top level), that level's digit's shift (level * shift_)
+  // and first slot index (level * slots_). Loads, where a link would otherwise divide by
+  // a run-time shift_ and multiply twice.
+  struct level_of_bit {
+    std::uint8_t level;
+    std::uint8_t shift;
+    std::uint32_t first;
+  };
+  level_of_bit level_of_bit_[64];
+  // The entry for `deadline` (> now_) in level_of_bit_.
+  const level_of_bit& by_highest_bit(tick_t deadline) const noexcept;
   std::uint32_t top_base_;   // (levels - 1) * slots: the top level's first list index
   tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
