@@ -455,6 +455,7 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
     // due before any slot of a level above, and only it starts at its tick (next_slot_tick
     // and process_tick say why), unless the top level is level 0 or top_next_ is no later.
     if (levels_ > 1) {
+      assert(staged_count_ == 0); // linked above, and a walk links directly
       const tick_t digit_mask = slots_ - 1;
       const std::size_t slot = find_occupied(0, (now_ & digit_mask) + 1);
       const tick_t t = (now_ & ~digit_mask) | slot;
