@@ -84,7 +84,7 @@ public:
   }
 
   basic_timer(const executor_type& ex, duration expiry) : basic_timer(ex) {
-    state_.set_expiry(state_.shard().deadline_after(expiry));
+    state_.set_expiry(state_.deadline_after(expiry));
   }
 
   template <class ExecutionContext,
@@ -148,7 +148,7 @@ public:
 
   // expires_at(now() + d), saturated: duration::max() means never, a negative d means
   // already expired.
-  std::size_t expires_after(duration d) { return expires_at(state_.shard().deadline_after(d)); }
+  std::size_t expires_after(duration d) { return expires_at(state_.deadline_after(d)); }
 
   // Pending waits complete with operation_aborted. Returns how many.
   std::size_t cancel() { return state_.cancel(); }
@@ -221,7 +221,7 @@ public:
 
   // reset_at(now() + d), saturated like expires_after.
   void reset_after(duration d) {
-    const auto [t, not_due_before] = state_.shard().deadline_after_with_bound(d);
+    const auto [t, not_due_before] = state_.deadline_after_with_bound(d);
     state_.reset_at(t, not_due_before);
   }
 

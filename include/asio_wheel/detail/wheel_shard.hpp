@@ -197,12 +197,15 @@ public:
   steady_time now() const;
   // now() + d for a deadline, saturated; in steady mode from the cheap upper bound.
   steady_time deadline_after(steady_duration d) const {
-    return deadline_after_with_bound(d).first;
+    return deadline_after_with_bound(d, wheel_clock::steady_deadline_base()).first;
   }
-  // deadline_after(d), with a not_due_before() reading: in steady mode that reading is
-  // the deadline's base itself (one clock read, not two).
-  std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d) const {
-    const steady_time bound = not_due_before();
+  // deadline_after(d) from `steady_base`, a steady_deadline_base() reading the caller
+  // took (timer_state takes it before it loads from its own lines, and says why), with
+  // the not_due_before() reading it makes: in steady mode the deadline's base itself
+  // (one clock read, not two). Manual mode reads virtual time instead.
+  std::pair<steady_time, steady_time> deadline_after_with_bound(steady_duration d,
+                                                                steady_time steady_base) const {
+    const steady_time bound = not_due_before(steady_base);
     return {saturating_add(clock_.manual() ? now() : bound, d), bound};
   }
   // The first time the wheel can complete something due at t: t rounded up to the
@@ -232,8 +235,10 @@ public:
   // entry whose expiry is later is not due (reset_at's lock-free path). The upper bound
   // of the clock in steady mode; in manual mode time_point::max(), so that nothing
   // counts as not due there (virtual time is read under the lock).
-  steady_time not_due_before() const noexcept {
-    return clock_.manual() ? steady_time::max() : wheel_clock::steady_deadline_base();
+  // `steady_base` is a steady_deadline_base() reading the caller took (timer_state reads
+  // it before it loads from its own lines).
+  steady_time not_due_before(steady_time steady_base) const noexcept {
+    return clock_.manual() ? steady_time::max() : steady_base;
   }
   // Whether the wheel has reached `e`'s deadline tick: false only for an entry taken
   // as due whose owner raised its deadline since (timer_state::expired).
