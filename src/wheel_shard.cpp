@@ -303,6 +303,26 @@ void wheel_shard::run_step(step_cause cause) {
   }
 }
 
+namespace {
+
+// Asks for the lines of the state that holds `e` (null: nothing), a timer's as the most
+// common, beyond the entry's first line, which the wheel's pop asked for. The step reads
+// all of a timer's state when it expires: its waits, its expiry and the inline op with
+// its handler. Asked for as many pops ahead as the entry's line, the misses of a storm's
+// timers overlap instead of each expiry waiting for its own (W3 at 1M: 157-218 -> 134 ms,
+// W6: 52-88 -> 51-52 ms, alternating with the build before, on a VM whose memory was
+// slow). For another owner (a due_entry's: a queue element, a deadline) these are the
+// same bytes from its entry on.
+void ask_for_owner(const wheel_entry* e) noexcept {
+  static_assert(sizeof(timer_state) <= 128, "three lines cover a state that starts anywhere");
+  const auto* first = reinterpret_cast<const unsigned char*>(e);
+  if (first == nullptr) return;
+  __builtin_prefetch(first + 64, 1);
+  __builtin_prefetch(first + sizeof(timer_state) - 1, 1);
+}
+
+} // namespace
+
 std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::size_t budget) {
   assert(budget > 0);
   // Ready operations (aborted, refused) leave in one splice when they fit the budget:
@@ -323,6 +343,7 @@ std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::s
   while (taken < budget) {
     auto* entry = static_cast<shard_entry*>(wheel_.pop_due());
     if (!entry) break;
+    ask_for_owner(wheel_.due_ahead_entry());
     due_step step{*this, batch, budget - taken, now};
     if (entry->is_wait_list()) {
       // Only a timer's list has a deadline (the others are parked): it expired.

@@ -244,6 +244,13 @@ public:
     --due_count_;
     return &e;
   }
+  // The entry whose line the last pop_due asked for, due_ahead - 1 pops on, or null (not
+  // in the ring, or removed). A caller that reads more of a popped entry's owner than
+  // the entry's line asks for the rest of it here, as far ahead.
+  const wheel_entry* due_ahead_entry() const noexcept {
+    constexpr std::size_t later = due_ahead - 1;
+    return later < due_ring_used_ ? due_ring_[(due_ring_head_ + later) % due_ring_cells] : nullptr;
+  }
 
   // Visits every linked entry (slots, due list, never list); `f` must not relink.
   template <class F>
@@ -475,7 +482,8 @@ private:
   // and the entry's `where`, not three links in entries and a sentinel, and a pop reads
   // the address of the entry due_ahead on and asks for its line, so that the pops' cache
   // misses overlap instead of each waiting for the line of the entry before (a list is
-  // a chase; W11 at 1M: 12 ns a pop). Entries appended while the ring is full go to
+  // a chase; W11 at 1M: 12 ns a pop). A shard asks for the rest of its owner's lines
+  // (due_ahead_entry). Entries appended while the ring is full go to
   // due_overflow_, a list, and so do all appends while that list holds any: the ring's
   // entries come before the list's, and the order of appends is kept. An entry removed
   // from the ring leaves null in its cell, which a pop steps over; an entry moved in
