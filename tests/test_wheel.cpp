@@ -291,6 +291,44 @@ BOOST_AUTO_TEST_CASE(the_due_list_keeps_its_order_through_removes_and_moves) {
   }
 }
 
+// due_ahead_entry names the entry that pop_due asked for ahead, the one due_ahead pops
+// on: a shard asks for the rest of that entry's owner there (ask_for_owner), so an entry
+// off by one would be a miss that nothing reports but this test. It is null once fewer
+// entries are left in the ring, and for a removed entry's cell.
+BOOST_AUTO_TEST_CASE(due_ahead_entry_is_the_entry_due_ahead_pops_on) {
+  wheel w(16, 3);
+  std::vector<node> nodes(40);
+  for (int i = 0; i < 40; ++i) {
+    nodes[std::size_t(i)].id = i;
+    w.insert(nodes[std::size_t(i)], 5);
+  }
+  BOOST_TEST(w.advance_to(5));
+  std::vector<const wheel_entry*> popped, ahead;
+  while (wheel_entry* e = w.pop_due()) {
+    popped.push_back(e);
+    ahead.push_back(w.due_ahead_entry());
+  }
+  BOOST_TEST_REQUIRE(popped.size() == 40u);
+  const std::size_t d = wheel::due_ahead;
+  for (std::size_t i = 0; i < popped.size(); ++i)
+    BOOST_TEST((ahead[i] == (i + d < popped.size() ? popped[i + d] : nullptr)), "pop " << i);
+
+  // A removed entry leaves a null cell, which due_ahead_entry names as null.
+  for (int i = 0; i < 40; ++i) w.insert(nodes[std::size_t(i)], 10);
+  BOOST_TEST(w.advance_to(10));
+  BOOST_TEST_REQUIRE(w.pop_due() != nullptr);
+  const wheel_entry* named = w.due_ahead_entry();
+  BOOST_TEST_REQUIRE(named != nullptr);
+  w.remove(nodes[std::size_t(static_cast<const node*>(named)->id)]);
+  BOOST_TEST(w.due_ahead_entry() == nullptr);
+  std::size_t left = 0;
+  while (wheel_entry* e = w.pop_due()) {
+    BOOST_TEST(e != named);
+    ++left;
+  }
+  BOOST_TEST(left == 38u);
+}
+
 // More entries come due at once than the due ring holds (1024, expiry_batch's default):
 // the rest wait in a list behind the ring's, and so does every entry appended while that
 // list holds any, even once pops have made room in the ring. Removes and moves in either

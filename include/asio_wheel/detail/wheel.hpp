@@ -220,9 +220,15 @@ public:
   std::size_t staged() const noexcept { return staged_count_; }
 
   bool has_due() const noexcept { return due_count_ != 0; }
+  // How far ahead a pop asks for an entry's line: that of the entry due_ahead pops on.
+  static constexpr std::size_t due_ahead = 8;
+  static_assert(due_ahead >= 1);
+  // After a pop the ring's head is the next pop's cell, so the entry due_ahead pops on
+  // is this many cells past it (pop_due and due_ahead_entry).
+  static constexpr std::size_t ahead_cells = due_ahead - 1;
   // The oldest due entry, unlinked; nullptr if none.
   // Inline: a shard's step calls it once per expiring entry. From the ring, it asks for
-  // the line of the entry due_ahead cells on (see "The due list" below).
+  // the line of due_ahead_entry() (see "The due list" below).
   wheel_entry* pop_due() noexcept {
     while (due_ring_used_ != 0) {
       wheel_entry* const e = due_ring_[due_ring_head_];
@@ -230,9 +236,8 @@ public:
       --due_ring_used_;
       if (e == nullptr) continue; // its entry was removed
       // A prefetch does not fault: the cell may hold null (a removed entry).
-      constexpr std::size_t later = due_ahead - 1;
-      if (later < due_ring_used_)
-        __builtin_prefetch(due_ring_[(due_ring_head_ + later) % due_ring_cells], 1);
+      if (ahead_cells < due_ring_used_)
+        __builtin_prefetch(due_ring_[(due_ring_head_ + ahead_cells) % due_ring_cells], 1);
       e->where = wheel_entry::unlinked;
       --due_count_;
       return e;
@@ -244,12 +249,12 @@ public:
     --due_count_;
     return &e;
   }
-  // The entry whose line the last pop_due asked for, due_ahead - 1 pops on, or null (not
-  // in the ring, or removed). A caller that reads more of a popped entry's owner than
-  // the entry's line asks for the rest of it here, as far ahead.
+  // The entry whose line the last pop_due asked for, the one due_ahead pops after it, or
+  // null (not in the ring, or removed). A caller that reads more of a popped entry's
+  // owner than the entry's line asks for the rest of it here, as far ahead.
   const wheel_entry* due_ahead_entry() const noexcept {
-    constexpr std::size_t later = due_ahead - 1;
-    return later < due_ring_used_ ? due_ring_[(due_ring_head_ + later) % due_ring_cells] : nullptr;
+    return ahead_cells < due_ring_used_ ? due_ring_[(due_ring_head_ + ahead_cells) % due_ring_cells]
+                                        : nullptr;
   }
 
   // Visits every linked entry (slots, due list, never list); `f` must not relink.
@@ -491,8 +496,6 @@ private:
   // step makes due at a time (advance_to's due_limit).
   static constexpr std::size_t due_ring_cells = 1024;
   static_assert(due_ring_cells <= wheel_entry::due_ring_end - wheel_entry::due_ring_first);
-  static constexpr std::size_t due_ahead = 8;
-  static_assert(due_ahead >= 1);
   wheel_entry* due_ring_[due_ring_cells];
   std::size_t due_ring_head_ = 0; // the oldest cell
   std::size_t due_ring_used_ = 0; // cells in use from the head on (null ones included)
