@@ -1,4 +1,5 @@
 #include <asio_wheel/detail/bits.hpp>
+#include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <algorithm>
@@ -12,7 +13,6 @@ constexpr unsigned word_bits = 64;
 static_assert(has_single_bit(wheel::slot_chains), "a chain number modulo slot_chains is a mask");
 
 // Asks for the cache line of an entry that a walk will read a few entries later.
-inline void prefetch(const void* p) noexcept { __builtin_prefetch(p, 1); }
 
 // Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
 // of the tick range are handled as "no higher digits".

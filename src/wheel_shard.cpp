@@ -2,6 +2,7 @@
 // (see detail/wheel_shard.hpp).
 #include <asio_wheel/detail/wheel_shard.hpp>
 
+#include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/timer_state.hpp>
 
 #include <algorithm>
@@ -314,11 +315,13 @@ namespace {
 // slow). For another owner (a due_entry's: a queue element, a deadline) these are the
 // same bytes from its entry on.
 void ask_for_owner(const wheel_entry* e) noexcept {
-  static_assert(sizeof(timer_state) <= 128, "three lines cover a state that starts anywhere");
+  static_assert(sizeof(timer_state) <= 2 * cache_line_bytes,
+                "three lines cover a state that starts anywhere");
+  if (e == nullptr) return;
+  // prefetch_bytes(e, sizeof(timer_state)) but for the first line, already asked for.
   const auto* first = reinterpret_cast<const unsigned char*>(e);
-  if (first == nullptr) return;
-  __builtin_prefetch(first + 64, 1);
-  __builtin_prefetch(first + sizeof(timer_state) - 1, 1);
+  prefetch(first + cache_line_bytes);
+  prefetch(first + sizeof(timer_state) - 1);
 }
 
 } // namespace

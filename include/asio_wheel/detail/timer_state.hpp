@@ -7,6 +7,7 @@
 #ifndef ASIO_WHEEL_DETAIL_TIMER_STATE_HPP
 #define ASIO_WHEEL_DETAIL_TIMER_STATE_HPP
 
+#include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/wheel_clock.hpp>
 #include <asio_wheel/detail/wheel_op.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
@@ -27,7 +28,7 @@ struct timer_state : wait_list {
   // started from (wheel_shard::deadline_after_with_bound).
   //
   // The clock is read before anything is loaded from the state, with the state's lines
-  // (it may straddle two) asked for first. A clock read waits for the loads issued
+  // (two or three, wherever it starts) asked for first. A clock read waits for the loads issued
   // before it, but not for prefetches: so the state's cache miss, for a timer not
   // touched lately, overlaps the read instead of coming before it, and the misses of
   // the reset that follows are one latency, not two (W2 reset_after at 1M timers: 194 ->
@@ -116,8 +117,7 @@ private:
   // wheel_clock::steady_deadline_base(), read before anything is loaded from the state,
   // with its lines asked for (see deadline_after_with_bound).
   steady_time steady_base_before_loads() const noexcept {
-    __builtin_prefetch(this, 1);
-    __builtin_prefetch(reinterpret_cast<const unsigned char*>(this) + sizeof(*this) - 1, 1);
+    prefetch_bytes(this, sizeof(*this));
     return wheel_clock::steady_deadline_base();
   }
   void set_may_have_waits(bool on) noexcept { owner_thread_byte = on ? 1 : 0; }

@@ -64,6 +64,7 @@
 #define ASIO_WHEEL_DETAIL_WHEEL_HPP
 
 #include <asio_wheel/detail/intrusive.hpp>
+#include <asio_wheel/detail/prefetch.hpp>
 
 #include <atomic>
 #include <cassert>
@@ -237,7 +238,7 @@ public:
       if (e == nullptr) continue; // its entry was removed
       // A prefetch does not fault: the cell may hold null (a removed entry).
       if (ahead_cells < due_ring_used_)
-        __builtin_prefetch(due_ring_[(due_ring_head_ + ahead_cells) % due_ring_cells], 1);
+        prefetch(due_ring_[(due_ring_head_ + ahead_cells) % due_ring_cells]);
       e->where = wheel_entry::unlinked;
       --due_count_;
       return e;
