@@ -109,13 +109,18 @@ inline void w11_run(bench_run& b) {
       for (std::size_t i = 0; i < n; ++i) x.insert(entries[i], deadlines[i]);
       std::size_t expired = 0, early = 0;
       phase(variant, batch == 1024 ? expire_ns : expire_all_ns, [&] {
+        // Counted in locals: through the captured references, each count's store could
+        // alias the wheel's counts, and the inlined pops would reload them every entry.
+        std::size_t popped = 0, popped_early = 0;
         for (bool reached = false; !reached;) {
           reached = x.advance_to(max_tick, batch);
           while (d::wheel_entry* e = x.pop_due()) {
-            early += e->deadline_tick() > x.now();
-            ++expired;
+            popped_early += e->deadline_tick() > x.now();
+            ++popped;
           }
         }
+        expired = popped;
+        early = popped_early;
       });
       if (expired != n)
         b.fail.add("W11: " + std::to_string(expired) + " of " + std::to_string(n) + " entries expired");

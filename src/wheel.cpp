@@ -12,8 +12,6 @@ constexpr unsigned word_bits = 64;
 
 static_assert(has_single_bit(wheel::slot_chains), "a chain number modulo slot_chains is a mask");
 
-// Asks for the cache line of an entry that a walk will read a few entries later.
-
 // Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
 // of the tick range are handled as "no higher digits".
 constexpr tick_t high_part(tick_t t, unsigned shift) noexcept {
@@ -361,6 +359,11 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   const std::size_t due_room = due_count_ < due_limit ? due_limit - due_count_ : 0;
   std::uint32_t chain_turn = next_chain_;
   assert(now_ == t);
+  // What the common re-placement reads of the wheel, in locals: its stores into bits_
+  // could alias the members, which the compiler would then reload for every entry.
+  const tick_t low_digit = slots_ - 1;
+  slot_lists* const level0 = slots_lists_.get();
+  std::uint64_t* const bits = bits_.data();
   // The turns go in rounds over the chains that hold entries; the first round starts
   // with the chain whose turn it was when a due_limit stopped the walk.
   unsigned round = holding >> resume_chain_ << resume_chain_;
@@ -385,7 +388,15 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     assert(deadline != never_tick && deadline >= t && e.where == index);
     if (deadline <= t) {
       due.append(e);
-    } else { // from slot to slot: slotted_ stays
+    } else if ((deadline ^ t) <= low_digit) {
+      // From slot to slot (slotted_ stays), and most often, as for every entry of a
+      // level-1 slot, to the level-0 slot of the deadline's lowest digit: link's work
+      // without its top-level check, since level 0 is below the top here.
+      const std::uint32_t target = static_cast<std::uint32_t>(deadline & low_digit);
+      level0[target].chains[chain_turn++ % slot_chains].push_back(e);
+      e.where = target;
+      bits[target / word_bits] |= std::uint64_t{1} << (target % word_bits);
+    } else {
       const std::uint32_t target = slot_for(deadline);
       assert(target != index);
       link(e, target, deadline, chain_turn++);
