@@ -72,9 +72,14 @@ inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline,
                         std::uint32_t chain) noexcept {
   // Slot = f(deadline, now): later, only the lazy rule lets the deadline move on.
   assert(deadline > now_ && index == slot_index(level_for(deadline), deadline));
+  if (is_top(index)) note_top_link(index, deadline);
+  link_below_top(e, index, chain);
+}
+
+inline void wheel::link_below_top(wheel_entry& e, std::uint32_t index,
+                                  std::uint32_t chain) noexcept {
   chains(index)[chain % slot_chains].push_back(e);
   e.where = index;
-  if (is_top(index)) note_top_link(index, deadline);
   set_occupied(index);
 }
 
@@ -359,11 +364,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   const std::size_t due_room = due_count_ < due_limit ? due_limit - due_count_ : 0;
   std::uint32_t chain_turn = next_chain_;
   assert(now_ == t);
-  // What the common re-placement reads of the wheel, in locals: its stores into bits_
-  // could alias the members, which the compiler would then reload for every entry.
   const tick_t low_digit = slots_ - 1;
-  slot_lists* const level0 = slots_lists_.get();
-  std::uint64_t* const bits = bits_.data();
   // The turns go in rounds over the chains that hold entries; the first round starts
   // with the chain whose turn it was when a due_limit stopped the walk.
   unsigned round = holding >> resume_chain_ << resume_chain_;
@@ -392,10 +393,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       // From slot to slot (slotted_ stays), and most often, as for every entry of a
       // level-1 slot, to the level-0 slot of the deadline's lowest digit: link's work
       // without its top-level check, since level 0 is below the top here.
-      const std::uint32_t target = static_cast<std::uint32_t>(deadline & low_digit);
-      level0[target].chains[chain_turn++ % slot_chains].push_back(e);
-      e.where = target;
-      bits[target / word_bits] |= std::uint64_t{1} << (target % word_bits);
+      link_below_top(e, static_cast<std::uint32_t>(deadline & low_digit), chain_turn++);
     } else {
       const std::uint32_t target = slot_for(deadline);
       assert(target != index);

@@ -315,13 +315,13 @@ namespace {
 // slow). For another owner (a due_entry's: a queue element, a deadline) these are the
 // same bytes from its entry on.
 void ask_for_owner(const wheel_entry* e) noexcept {
-  static_assert(sizeof(timer_state) <= 2 * cache_line_bytes,
-                "three lines cover a state that starts anywhere");
+  static_assert(sizeof(timer_state) > cache_line_bytes &&
+                    sizeof(timer_state) <= 2 * cache_line_bytes,
+                "the state's bytes past its first line's worth are one line's worth or less");
   if (e == nullptr) return;
   // prefetch_bytes(e, sizeof(timer_state)) but for the first line, already asked for.
   const auto* first = reinterpret_cast<const unsigned char*>(e);
-  prefetch(first + cache_line_bytes);
-  prefetch(first + sizeof(timer_state) - 1);
+  prefetch_bytes(first + cache_line_bytes, sizeof(timer_state) - cache_line_bytes);
 }
 
 } // namespace

@@ -403,6 +403,9 @@ private:
   // caller counts it in slotted_: an entry that came staged or from another slot already is.
   // It goes to chain number `chain` (mod slot_chains): the caller takes turns.
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline, std::uint32_t chain) noexcept;
+  // link's part below the top level: the chain, `where` and the occupancy bit. For a
+  // slot known not to be on the top level (level 0 while a slot walk runs).
+  void link_below_top(wheel_entry& e, std::uint32_t index, std::uint32_t chain) noexcept;
   // The chains of slot `index`: slot_chains lists.
   entry_list* chains(std::uint32_t index) const noexcept { return slots_lists_[index].chains; }
   bool slot_empty(std::uint32_t index) const noexcept;
