@@ -164,6 +164,7 @@ void wheel::remove(wheel_entry& e) noexcept {
   }
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
+  if (index == warm_index_) step_warm_past(e);
   const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
@@ -211,8 +212,41 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
     from.where = wheel_entry::unlinked;
     return;
   }
+  if (from.where == warm_index_) {
+    for (auto& cursor : warm_)
+      if (cursor == entry_list::iterator(&from)) cursor = entry_list::iterator(&to);
+  }
   from.replace_with(to);
   from.where = wheel_entry::unlinked;
+}
+
+void wheel::step_warm_past(const wheel_entry& e) noexcept {
+  assert(e.where == warm_index_ && e.in_slot());
+  const entry_list::iterator at(const_cast<wheel_entry*>(&e));
+  for (auto& cursor : warm_)
+    if (cursor == at) ++cursor; // its next: an entry of the chain, or the chain's end
+}
+
+void wheel::warm_next_cascade(tick_t t) noexcept {
+  // Level 1 below the top only: a top-level slot keeps the entries of later rounds, and
+  // its walk is rarer than a rotation.
+  if (levels_ < 3) return;
+  const tick_t rotation_end = t | (slots_ - 1);
+  if (rotation_end == never_tick) return;
+  const std::uint32_t index = slot_index(1, rotation_end + 1);
+  entry_list* const chain = chains(index);
+  if (index != warm_index_) {
+    warm_index_ = index;
+    for (std::size_t k = 0; k < slot_chains; ++k) {
+      warm_[k] = chain[k].begin();
+      if (warm_[k] != chain[k].end()) prefetch(&*warm_[k]);
+    }
+    return;
+  }
+  for (std::size_t k = 0; k < slot_chains; ++k) {
+    if (warm_[k] == chain[k].end()) continue;
+    if (++warm_[k] != chain[k].end()) prefetch(&*warm_[k]);
+  }
 }
 
 std::size_t wheel::find_occupied(std::size_t level, std::size_t from) const noexcept {
@@ -268,6 +302,7 @@ tick_t wheel::next_slot_tick() const noexcept {
 bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
   const std::uint32_t index = slot_index(level, t);
   if (!is_top(index)) return drain_slot(index, t, due_limit);
+  assert(index != warm_index_); // only a slot below the top is warmed
   entry_list* const chain = chains(index);
   // One cursor per chain; the chains take turns (see "Chains" in wheel.hpp), and the
   // line of a chain's next entry is asked for as soon as the walk knows where it is.
@@ -345,6 +380,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   // whose line the walk has only just asked for (W11 expire at 1M: 51 -> 46 ns). The
   // chains take turns as in process_slot, and a due_limit stop gives the rest back.
   entry_list* const chain = chains(index);
+  if (index == warm_index_) warm_index_ = no_warm; // its entries all leave the chains
   list_hook* at[slot_chains];
   list_hook* last[slot_chains];
   // The chains that still hold entries, a bit each: the turns go round those, with no
@@ -474,6 +510,7 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
           resume_level_ = 0;
           return false;
         }
+        warm_next_cascade(t);
         continue;
       }
     }
@@ -507,6 +544,7 @@ void wheel::clear() noexcept {
   due_count_ = 0;
   resume_level_ = no_resume;
   resume_chain_ = 0;
+  warm_index_ = no_warm;
 }
 
 } // namespace asio_wheel::detail

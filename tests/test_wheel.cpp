@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -691,4 +692,95 @@ BOOST_AUTO_TEST_CASE(entries_of_an_unfinished_tick_can_be_moved_and_removed) {
   BOOST_TEST(rest == expected, boost::test_tools::per_element());
   BOOST_TEST(ids.back() == 11);
   BOOST_TEST(w.slotted() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(entries_of_the_warmed_slot_may_leave_and_move_while_it_is_warmed) {
+  // While level 0 walks a rotation, the wheel steps cursors through the level-1 slot
+  // that the next rotation cascades, one entry a walk. Those entries are removed,
+  // destroyed and moved in memory meanwhile, each on its own allocation, so that a
+  // cursor left on one would read freed memory (caught by the sanitizer builds), and
+  // the rest must still fire at their ticks. 16 slots, 3 levels: rotations of 16 ticks.
+  wheel w(16, 3);
+  std::vector<node> every_tick(48);
+  for (std::size_t i = 0; i < every_tick.size(); ++i) {
+    every_tick[i].id = -1 - static_cast<int>(i);
+    w.insert(every_tick[i], static_cast<tick_t>(i + 1)); // every level-0 slot walked
+  }
+  std::vector<std::unique_ptr<node>> warmed(240);
+  std::vector<tick_t> deadline(warmed.size());
+  std::mt19937 rng(7);
+  for (std::size_t i = 0; i < warmed.size(); ++i) {
+    warmed[i] = std::make_unique<node>();
+    warmed[i]->id = static_cast<int>(i);
+    deadline[i] = 32 + static_cast<tick_t>(i % 16); // the level-1 slot of ticks 32-47
+    w.insert(*warmed[i], deadline[i]);
+  }
+  std::vector<std::size_t> order(warmed.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::size_t next = 0;
+  std::map<int, tick_t> fired;
+  for (tick_t t = 1; t <= 48; ++t) {
+    for (int id : advance(w, t)) fired[id] = t;
+    // Ticks 17-31 walk level 0 with the slot of 32-47 warmed: each tick, 12 of its
+    // entries leave (destroyed) and 4 move to a new allocation.
+    for (int k = 0; k < 16 && t >= 17 && t < 32; ++k) {
+      const std::size_t i = order[next++];
+      if (k < 12) {
+        w.remove(*warmed[i]);
+        warmed[i].reset();
+      } else {
+        auto moved = std::make_unique<node>();
+        moved->id = warmed[i]->id;
+        w.replace(*warmed[i], *moved);
+        warmed[i] = std::move(moved);
+      }
+    }
+  }
+  BOOST_TEST(next == 240u);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < warmed.size(); ++i) {
+    if (!warmed[i]) {
+      BOOST_TEST(fired.count(static_cast<int>(i)) == 0u);
+      continue;
+    }
+    ++kept;
+    BOOST_TEST(fired[static_cast<int>(i)] == deadline[i]);
+  }
+  BOOST_TEST(kept == 60u);
+  for (std::size_t i = 0; i < every_tick.size(); ++i)
+    BOOST_TEST(fired[-1 - static_cast<int>(i)] == static_cast<tick_t>(i + 1));
+  BOOST_TEST(w.slotted() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_warmed_slot_comes_round_again_with_new_entries) {
+  // The warmed slot (ticks 32-47's) cascades at 32, its entries all due then and
+  // destroyed, and no level-0 walk runs until the same level-1 slot is next again, a
+  // level-1 rotation later (288-303's): its cursors must have been dropped at 32, or
+  // they would step from freed entries. 16 slots, 3 levels.
+  wheel w(16, 3);
+  std::vector<node> walks(15);
+  for (std::size_t i = 0; i < walks.size(); ++i) {
+    walks[i].id = -1 - static_cast<int>(i);
+    w.insert(walks[i], static_cast<tick_t>(17 + i)); // level 0 walked at 17-31
+  }
+  std::vector<std::unique_ptr<node>> at_32(200); // more than the cursors step past
+  for (std::size_t i = 0; i < at_32.size(); ++i) {
+    at_32[i] = std::make_unique<node>();
+    at_32[i]->id = static_cast<int>(i);
+    w.insert(*at_32[i], 32);
+  }
+  auto fired = run_ticks(w, 32);
+  BOOST_TEST(fired.size() == 215u);
+  for (const auto& e : at_32) BOOST_TEST(fired[e->id] == 32u);
+  at_32.clear();
+  node late, round_again;
+  late.id = 100;
+  round_again.id = 101;
+  w.insert(late, 280);        // the next level-0 walk, with 288-303's slot next
+  w.insert(round_again, 290); // in that slot
+  fired = run_ticks(w, 300);
+  BOOST_TEST(fired.size() == 2u);
+  BOOST_TEST(fired[100] == 280u);
+  BOOST_TEST(fired[101] == 290u);
 }
