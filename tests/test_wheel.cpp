@@ -41,6 +41,15 @@ std::map<int, tick_t> run_ticks(wheel& w, tick_t until) {
   return fired;
 }
 
+// Links nodes[i], id -1 - i, at tick first + i: a level-0 slot walked at each of those
+// ticks (ids below 0, apart from a test's own).
+void one_a_tick(wheel& w, std::vector<node>& nodes, tick_t first) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = -1 - static_cast<int>(i);
+    w.insert(nodes[i], first + i);
+  }
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(entry_fires_exactly_at_its_tick_on_every_level) {
@@ -702,10 +711,7 @@ BOOST_AUTO_TEST_CASE(entries_of_the_warmed_slot_may_leave_and_move_while_it_is_w
   // the rest must still fire at their ticks. 16 slots, 3 levels: rotations of 16 ticks.
   wheel w(16, 3);
   std::vector<node> every_tick(48);
-  for (std::size_t i = 0; i < every_tick.size(); ++i) {
-    every_tick[i].id = -1 - static_cast<int>(i);
-    w.insert(every_tick[i], static_cast<tick_t>(i + 1)); // every level-0 slot walked
-  }
+  one_a_tick(w, every_tick, 1);
   std::vector<std::unique_ptr<node>> warmed(240);
   std::vector<tick_t> deadline(warmed.size());
   std::mt19937 rng(7);
@@ -760,10 +766,7 @@ BOOST_AUTO_TEST_CASE(a_warmed_slot_comes_round_again_with_new_entries) {
   // they would step from freed entries. 16 slots, 3 levels.
   wheel w(16, 3);
   std::vector<node> walks(15);
-  for (std::size_t i = 0; i < walks.size(); ++i) {
-    walks[i].id = -1 - static_cast<int>(i);
-    w.insert(walks[i], static_cast<tick_t>(17 + i)); // level 0 walked at 17-31
-  }
+  one_a_tick(w, walks, 17); // level 0 walked at 17-31
   std::vector<std::unique_ptr<node>> at_32(200); // more than the cursors step past
   for (std::size_t i = 0; i < at_32.size(); ++i) {
     at_32[i] = std::make_unique<node>();
