@@ -220,9 +220,9 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
   from.where = wheel_entry::unlinked;
 }
 
-void wheel::step_warm_past(const wheel_entry& e) noexcept {
+void wheel::step_warm_past(wheel_entry& e) noexcept {
   assert(e.where == warm_index_ && e.in_slot());
-  const entry_list::iterator at(const_cast<wheel_entry*>(&e));
+  const entry_list::iterator at(&e);
   for (auto& cursor : warm_)
     if (cursor == at) ++cursor; // its next: an entry of the chain, or the chain's end
 }
@@ -245,6 +245,7 @@ void wheel::warm_next_cascade(tick_t t) noexcept {
   }
   for (std::size_t k = 0; k < slot_chains; ++k) {
     if (warm_[k] == chain[k].end()) continue;
+    assert(warm_[k]->where == index); // an entry of the warmed slot, never a stale one
     if (++warm_[k] != chain[k].end()) prefetch(&*warm_[k]);
   }
 }
