@@ -3,6 +3,7 @@
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <algorithm>
+#include <iterator>
 
 namespace asio_wheel::detail {
 
@@ -164,7 +165,7 @@ void wheel::remove(wheel_entry& e) noexcept {
   }
   const bool slotted = e.in_slot();
   const std::uint32_t index = e.where;
-  if (index == warm_index_) step_warm_past(e);
+  if (index == warm_index_) move_warm_cursors(e, std::next(entry_list::iterator(&e)));
   const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
@@ -212,19 +213,16 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
     from.where = wheel_entry::unlinked;
     return;
   }
-  if (from.where == warm_index_) {
-    for (auto& cursor : warm_)
-      if (cursor == entry_list::iterator(&from)) cursor = entry_list::iterator(&to);
-  }
+  if (from.where == warm_index_) move_warm_cursors(from, entry_list::iterator(&to));
   from.replace_with(to);
   from.where = wheel_entry::unlinked;
 }
 
-void wheel::step_warm_past(wheel_entry& e) noexcept {
-  assert(e.where == warm_index_ && e.in_slot());
-  const entry_list::iterator at(&e);
+void wheel::move_warm_cursors(wheel_entry& from, entry_list::iterator to) noexcept {
+  assert(from.where == warm_index_ && from.in_slot());
+  const entry_list::iterator at(&from);
   for (auto& cursor : warm_)
-    if (cursor == at) ++cursor; // its next: an entry of the chain, or the chain's end
+    if (cursor == at) cursor = to;
 }
 
 void wheel::warm_next_cascade(tick_t t) noexcept {

@@ -57,11 +57,11 @@
 // level 0 the next level-1 slot is walked, its entries cold, one miss per chain at a
 // time. While level 0's slots of the rotation before are walked, one cursor per chain
 // of that level-1 slot moves one entry on per walk and asks for the next entry's line,
-// so that the cascade finds most of its entries in cache (W11 expire at 1M: 1-6 ns an
-// entry less, taking turns with the build before in one process). Each step reads an entry asked for a
-// walk earlier. A cursor points at an entry of that slot or at its chain's end:
-// remove and replace move a cursor off an entry that leaves, and the slot's own walk,
-// or clear, drops the cursors.
+// so that the cascade finds about half of W11's entries in cache (W11 expire at 1M: 1-6
+// ns an entry less, taking turns with the build before in one process). Each step reads
+// an entry asked for a walk earlier. A cursor points at an entry of that slot or at its
+// chain's end: remove and replace move a cursor off an entry that leaves, and the
+// slot's own walk, or clear, drops the cursors.
 //
 // Why lists, not arrays of entry addresses. An array walk knows each address before it
 // reads the entry, so its misses are not limited to one per chain (W11's array_floor
@@ -419,8 +419,10 @@ private:
   // After a walk of level 0 at t: the cursors of the level-1 slot that the next rotation
   // cascades step one entry on (or start at its chains' first entries).
   void warm_next_cascade(tick_t t) noexcept;
-  // A cursor at `e`, an entry of the warmed slot about to leave it, steps past it.
-  void step_warm_past(wheel_entry& e) noexcept;
+  // A cursor at `from`, an entry of the warmed slot about to leave it, goes to `to`: the
+  // entry after it in its chain (or the chain's end) when it is removed, the entry that
+  // takes its place when it is moved (replace).
+  void move_warm_cursors(wheel_entry& from, entry_list::iterator to) noexcept;
   // The chains of slot `index`: slot_chains lists.
   entry_list* chains(std::uint32_t index) const noexcept { return slots_lists_[index].chains; }
   bool slot_empty(std::uint32_t index) const noexcept;
