@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <new>
 
 namespace asio_wheel::detail {
 
@@ -31,13 +30,10 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
       slots_lists_(new slot_lists[slots * levels]),
       bits_((slots * levels + word_bits - 1) / word_bits, 0),
-      array_slots_(levels > 1 ? static_cast<std::uint32_t>(slots) : 0),
-      level0_(new level0_array[array_slots_]),
       top_due_(new tick_t[slots]) {
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
   static_assert(stage_capacity <= wheel_entry::due_ring_first - wheel_entry::staged_first);
   std::fill(top_due_.get(), top_due_.get() + slots, never_tick);
-  for (std::size_t i = 0; i < array_slots_; ++i) level0_[i].cells.reserve(array_first_cells);
   for (unsigned bit = 0; bit < 64; ++bit) {
     const std::size_t level = std::min<std::size_t>(bit / shift_, levels - 1);
     level_of_bit_[bit] = {static_cast<std::uint8_t>(level), static_cast<std::uint8_t>(level * shift_),
@@ -67,7 +63,6 @@ std::uint32_t wheel::slot_for(tick_t deadline) const noexcept {
 }
 
 bool wheel::slot_empty(std::uint32_t index) const noexcept {
-  if (index < array_slots_ && level0_[index].held != 0) return false;
   const entry_list* c = chains(index);
   for (std::size_t k = 0; k < slot_chains; ++k)
     if (!c[k].empty()) return false;
@@ -84,49 +79,9 @@ inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline,
 
 inline void wheel::link_below_top(wheel_entry& e, std::uint32_t index,
                                   std::uint32_t chain) noexcept {
-  if (index >= array_slots_ || !hold_in_array(e, index)) {
-    chains(index)[chain % slot_chains].push_back(e);
-    e.where = index;
-  }
+  chains(index)[chain % slot_chains].push_back(e);
+  e.where = index;
   set_occupied(index);
-}
-
-inline bool wheel::hold_in_array(wheel_entry& e, std::uint32_t slot) noexcept {
-  assert(slot < array_slots_ && !e.is_linked());
-  level0_array& a = level0_[slot];
-  // Only the slot at now_ can be part-walked (head > 0), and nothing is linked there.
-  assert(a.head == 0);
-  const std::size_t cell = a.cells.size();
-  if (cell == a.cells.capacity() && !grow(a.cells)) return false; // to a chain, then
-  a.cells.push_back(&e); // within its capacity: it cannot throw
-  e.keep_number(cell);
-  e.where = slot;
-  ++a.held;
-  return true;
-}
-
-bool wheel::grow(std::vector<wheel_entry*>& cells) noexcept {
-  try {
-    cells.reserve(2 * cells.capacity());
-  } catch (const std::bad_alloc&) {
-    return false;
-  }
-  return true;
-}
-
-void wheel::leave_array(wheel_entry& e) noexcept {
-  const std::uint32_t slot = e.where;
-  level0_array& a = level0_[slot];
-  const std::size_t cell = e.kept_number();
-  assert(slot < array_slots_ && cell >= a.head && cell < a.cells.size() && a.cells[cell] == &e);
-  a.cells[cell] = nullptr; // the walk steps over it
-  e.where = wheel_entry::unlinked;
-  --slotted_;
-  if (--a.held == 0) {
-    a.cells.clear(); // its nulls are all that is left
-    a.head = 0;
-    if (slot_empty(slot)) mark_empty(slot);
-  }
 }
 
 void wheel::note_top_link(std::uint32_t index, tick_t deadline) noexcept {
@@ -184,8 +139,6 @@ void wheel::link_staged() noexcept {
     assert(d != never_tick && d > now_);
     deadline[i] = d;
     index[i] = slot_for(d);
-    // (For a level-0 slot, whose array takes the entry, this is its empty chain's
-    // sentinel: a line in cache, asked for at no cost, where a test would cost one.)
     prefetch(chains(index[i])[(first_chain + i) % slot_chains].back_hook());
   }
   for (std::size_t i = 0; i < count; ++i)
@@ -208,10 +161,6 @@ void wheel::remove(wheel_entry& e) noexcept {
   }
   if (e.is_due()) {
     remove_due(e);
-    return;
-  }
-  if (e.in_address_array()) {
-    leave_array(e);
     return;
   }
   const bool slotted = e.in_slot();
@@ -261,13 +210,6 @@ void wheel::replace(wheel_entry& from, wheel_entry& to) noexcept {
   }
   if (from.in_due_ring()) {
     due_ring_[due_cell_of(from)] = &to;
-    from.where = wheel_entry::unlinked;
-    return;
-  }
-  if (from.in_address_array()) {
-    const std::size_t cell = from.kept_number();
-    level0_[from.where].cells[cell] = &to;
-    to.keep_number(cell);
     from.where = wheel_entry::unlinked;
     return;
   }
@@ -462,10 +404,8 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   // with the chain whose turn it was when a due_limit stopped the walk.
   unsigned round = holding >> resume_chain_ << resume_chain_;
   resume_chain_ = 0;
-  // A level-0 slot's address array first (then its chains, which hold only what the
-  // array could not take); a stop in it leaves the chains untouched.
-  bool finished = index >= array_slots_ || drain_array(index, t, due, due_room, chain_turn);
-  while (finished && holding != 0) {
+  bool finished = true;
+  while (holding != 0) {
     if (round == 0) round = holding;
     const unsigned k = countr_zero(round);
     round &= round - 1;
@@ -508,60 +448,6 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       if (at[c] != nullptr) chain[c].put_back(*at[c], *last[c]);
   }
   return finished;
-}
-
-bool wheel::drain_array(std::uint32_t slot, tick_t t, due_appender& due, std::size_t due_room,
-                        std::uint32_t& chain_turn) noexcept {
-  level0_array& a = level0_[slot];
-  std::vector<wheel_entry*>& cells = a.cells;
-  // In locals: the stores into entries and the due ring could otherwise alias them.
-  wheel_entry* const* const cell = cells.data();
-  const std::size_t end = cells.size();
-  std::size_t left = a.held;
-  // The addresses are known before the entries are read: the lines are asked for
-  // array_ahead cells on, and their misses overlap (see "Level 0 holds addresses").
-  for (std::size_t i = a.head; i < end && i < a.head + array_ahead; ++i) prefetch(cell[i]);
-  for (std::size_t i = a.head; i < end; ++i) {
-    if (i + array_ahead < end) prefetch(cell[i + array_ahead]);
-    wheel_entry* const e = cell[i];
-    if (e == nullptr) continue; // removed
-    const tick_t deadline = e->deadline_tick(); // read once, as in process_slot
-    assert(deadline != never_tick && deadline >= t);
-    assert(e->in_address_array() && e->where == slot && e->kept_number() == i);
-    if (deadline <= t) {
-      if (due.appended() == due_room) {
-        a.head = i; // the tick's resumption walks on from here
-        a.held = left;
-        return false;
-      }
-      due.append(*e);
-    } else {
-      // Its owner raised the deadline while it waited (the lazy rule): re-placed relative
-      // to now == t, in another slot (it differs from t in some digit).
-      const std::uint32_t target = slot_for(deadline);
-      assert(target != slot);
-      link(*e, target, deadline, chain_turn++);
-    }
-    --left;
-  }
-  assert(left == 0);
-  a.held = 0;
-  cells.clear();
-  if (cells.capacity() > array_keep_cells && end < cells.capacity() / 4)
-    give_back(cells); // a storm's array
-  a.head = 0;
-  return true;
-}
-
-void wheel::give_back(std::vector<wheel_entry*>& cells) noexcept {
-  assert(cells.empty());
-  std::vector<wheel_entry*> small;
-  try {
-    small.reserve(array_first_cells);
-  } catch (const std::bad_alloc&) {
-    return; // keeps the large one
-  }
-  cells.swap(small);
 }
 
 bool wheel::process_top(tick_t t, std::size_t due_limit) {
@@ -643,13 +529,6 @@ void wheel::clear() noexcept {
   auto mark = [](wheel_entry* e) { e->where = wheel_entry::unlinked; };
   for (std::size_t i = 0; i < slots_ * levels_; ++i)
     for (auto& chain : slots_lists_[i].chains) chain.clear_and_dispose(mark);
-  for (std::size_t i = 0; i < array_slots_; ++i) {
-    level0_array& a = level0_[i];
-    for (std::size_t c = a.head; c < a.cells.size(); ++c)
-      if (a.cells[c] != nullptr) mark(a.cells[c]);
-    a.cells.clear();
-    a.head = a.held = 0;
-  }
   for (std::size_t i = 0; i < staged_count_; ++i) mark(staged_[i]);
   staged_count_ = 0;
   auto mark_entry = [&mark](wheel_entry& e) { mark(&e); };

@@ -7,31 +7,12 @@
 #include <asio_wheel/detail/wheel.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <deque>
 #include <map>
 #include <memory>
 #include <random>
 #include <vector>
-
-// Allocations fail while this is set: level 0's address arrays then cannot grow (the
-// last tests). g++ 12 sees the replaced operators inlined into Boost's code and wrongly
-// reports -Wmismatched-new-delete (malloc/free behind new/delete are a matched pair).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-static std::atomic<bool> g_fail_new{false};
-
-void* operator new(std::size_t n) {
-  if (g_fail_new.load(std::memory_order_relaxed)) throw std::bad_alloc();
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using asio_wheel::detail::never_tick;
 using asio_wheel::detail::tick_t;
@@ -805,140 +786,4 @@ BOOST_AUTO_TEST_CASE(a_warmed_slot_comes_round_again_with_new_entries) {
   BOOST_TEST(fired.size() == 2u);
   BOOST_TEST(fired[100] == 280u);
   BOOST_TEST(fired[101] == 290u);
-}
-
-// Level 0 keeps its entries' addresses in an array per slot (wheel.hpp, "Level 0 holds
-// addresses"); an entry there is in no chain, and its hook keeps its cell. Removing one
-// leaves a null cell the walk must step over, moving one (replace) must put the new
-// address in its cell, and raising one must re-place it when its slot is walked; none
-// of that may lose, double or advance an entry, or keep the slot looking occupied.
-BOOST_AUTO_TEST_CASE(entries_leave_move_and_rise_in_a_level_zero_array) {
-  wheel w(16, 2);
-  std::vector<node> nodes(40); // more than an array's first cells: it grows
-  for (int i = 0; i < 40; ++i) {
-    nodes[i].id = i;
-    w.insert(nodes[i], 6);
-  }
-  w.link_staged();
-  for (const auto& n : nodes) BOOST_TEST_REQUIRE(n.in_address_array());
-  w.remove(nodes[0]);  // the first cell
-  w.remove(nodes[17]); // one in the middle
-  w.remove(nodes[39]); // the last
-  node moved;
-  moved.id = 100;
-  w.replace(nodes[5], moved);
-  BOOST_TEST(!nodes[5].linked());
-  BOOST_TEST(moved.in_address_array());
-  wheel::raise(nodes[9], 12); // stays in slot 6 (the lazy rule) until it is walked
-  w.reschedule(nodes[10], 20); // the same through reschedule
-  std::size_t visited = 0;
-  w.for_each([&](wheel_entry&) { ++visited; });
-  BOOST_TEST(visited == 37u);
-  BOOST_TEST(w.next_slot_tick() == 6u);
-
-  auto fired = run_ticks(w, 25);
-  BOOST_TEST(fired.size() == 37u);
-  for (int i = 0; i < 40; ++i) {
-    if (i == 0 || i == 17 || i == 39 || i == 5) {
-      BOOST_TEST(fired.count(i) == 0u, "id " << i);
-    } else {
-      const tick_t at = i == 9 ? 12 : i == 10 ? 20 : 6;
-      BOOST_TEST(fired[i] == at, "id " << i);
-    }
-  }
-  BOOST_TEST(fired[100] == 6u);
-  BOOST_TEST(w.slotted() == 0u);
-
-  // Every entry of an array removed: the slot is empty, so it costs no wake-up, and the
-  // array takes new entries from its first cell.
-  for (auto& n : nodes) w.insert(n, 30);
-  w.link_staged();
-  for (auto& n : nodes) w.remove(n);
-  BOOST_TEST(w.next_slot_tick() == never_tick);
-  w.insert(nodes[1], 30);
-  fired = run_ticks(w, 31);
-  BOOST_TEST(fired.size() == 1u);
-  BOOST_TEST(fired[1] == 30u);
-}
-
-// A storm in one level-0 slot, walked a few at a time (as a shard's step does), with
-// removes and moves between the stops, then the same slot in a later rotation with a
-// light load (its walk gives most of the array's memory back). Every entry comes out
-// once, none early, and removed ones never.
-BOOST_AUTO_TEST_CASE(a_level_zero_array_walked_in_parts_loses_nothing) {
-  wheel w(16, 2);
-  const int storm = 5000;
-  std::vector<std::unique_ptr<node>> nodes(storm);
-  for (int i = 0; i < storm; ++i) {
-    nodes[i] = std::make_unique<node>();
-    nodes[i]->id = i;
-    w.insert(*nodes[i], 3);
-  }
-  std::map<int, int> times_fired;
-  std::size_t stops = 0;
-  for (bool reached = false; !reached; ++stops) {
-    reached = w.advance_to(40, 100);
-    while (wheel_entry* e = w.pop_due()) {
-      BOOST_TEST_REQUIRE(e->deadline_tick() <= w.now());
-      ++times_fired[static_cast<node*>(e)->id];
-    }
-    if (stops == 3) {
-      // Cells behind and ahead of where the walk stopped: the ones ahead leave or move.
-      for (int i = 0; i < storm; i += 7)
-        if (nodes[i]->linked()) w.remove(*nodes[i]);
-      for (int i = 3; i < storm; i += 11)
-        if (nodes[i]->in_address_array()) {
-          auto to = std::make_unique<node>();
-          to->id = nodes[i]->id;
-          w.replace(*nodes[i], *to);
-          nodes[i] = std::move(to);
-        }
-    }
-  }
-  BOOST_TEST(stops > 10u);
-  for (const auto& [id, times] : times_fired) BOOST_TEST(times == 1, "id " << id);
-  BOOST_TEST(w.slotted() == 0u);
-  // The same slot (3) in a later rotation, with a light load: its walk finds the storm's
-  // array almost unused and gives the memory back.
-  node light;
-  light.id = 1;
-  w.insert(light, 3 + 48);
-  auto after = run_ticks(w, 60);
-  BOOST_TEST(after.size() == 1u);
-  BOOST_TEST(after[1] == 51u);
-  // Removed entries never fired; every other one did.
-  std::size_t removed = 0;
-  for (int i = 0; i < storm; i += 7) removed += times_fired.count(i) == 0;
-  BOOST_TEST(times_fired.size() + removed == std::size_t(storm));
-}
-
-// An array that cannot grow (std::bad_alloc) sends the entry to its slot's chains; the
-// slot's walk takes both, and a wheel step never fails to link.
-BOOST_AUTO_TEST_CASE(an_array_that_cannot_grow_sends_entries_to_the_chains) {
-  wheel w(16, 2);
-  std::vector<node> nodes(60);
-  for (int i = 0; i < 60; ++i) nodes[i].id = i;
-  // An array's first cells are allocated with the wheel: these fit.
-  for (int i = 0; i < 4; ++i) w.insert(nodes[i], 5);
-  w.link_staged();
-  g_fail_new = true;
-  for (int i = 4; i < 40; ++i) w.insert(nodes[i], 5);
-  w.link_staged();
-  g_fail_new = false;
-  std::size_t in_array = 0, in_chain = 0;
-  for (int i = 0; i < 40; ++i) {
-    BOOST_TEST_REQUIRE(nodes[i].linked());
-    (nodes[i].in_address_array() ? in_array : in_chain) += 1;
-  }
-  BOOST_TEST(in_chain > 0u);
-  BOOST_TEST(in_array >= 4u);
-  for (int i = 40; i < 60; ++i) w.insert(nodes[i], 5); // it grows again
-  w.link_staged();
-  BOOST_TEST(nodes[59].in_address_array());
-  w.remove(nodes[39]); // from a chain
-  w.remove(nodes[0]);  // from the array
-  auto fired = run_ticks(w, 10);
-  BOOST_TEST(fired.size() == 58u);
-  for (int i = 1; i < 39; ++i) BOOST_TEST(fired[i] == 5u, "id " << i);
-  BOOST_TEST(w.next_slot_tick() == never_tick);
 }

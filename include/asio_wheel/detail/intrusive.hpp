@@ -85,18 +85,6 @@ public:
     return after;
   }
 
-  // While the node is in no list its back link is free, and its owner may keep a number
-  // there (the wheel keeps the cell of an entry that an address array holds, see
-  // wheel.hpp). Linking the node overwrites it.
-  void keep_number(std::size_t n) noexcept {
-    assert(!is_linked());
-    number_ = n;
-  }
-  std::size_t kept_number() const noexcept {
-    assert(!is_linked());
-    return number_;
-  }
-
   // `to` (unlinked) takes this node's place in its list; this node leaves it.
   void replace_with(list_hook& to) noexcept {
     assert(is_linked() && !to.is_linked());
@@ -122,12 +110,7 @@ private:
     pos.prev_ = this;
   }
 
-  // An unlinked node's back link holds its owner's number instead (keep_number); linked
-  // or not is told by next_ alone.
-  union {
-    list_hook* prev_ = nullptr;
-    std::size_t number_;
-  };
+  list_hook* prev_ = nullptr;
   list_hook* next_ = nullptr;
 };
 

@@ -36,13 +36,12 @@
 // Finding work: each level keeps an occupancy bitmap, so the next tick at which any
 // slot comes due is a few word scans away; empty ticks cost nothing.
 //
-// Chains. A slot above level 0 (and level 0's with a single level) is not one list but
-// `slot_chains` lists (chains), and links go to them in turn. A list walk cannot read an
-// entry before the one ahead of it has told it where it is, so walking one list of cold
-// entries waits out one cache miss per entry; a slot's walk takes an entry from each
-// chain in turn, and the misses of the chains overlap. Entries of one slot that come due
-// at one tick leave in no particular order among themselves (the due order is by tick;
-// ties have none).
+// Chains. A slot is not one list but `slot_chains` lists (chains), and links go to
+// them in turn. A list walk cannot read an entry before the one ahead of it has told it
+// where it is, so walking one list of cold entries waits out one cache miss per entry;
+// a slot's walk takes an entry from each chain in turn, and the misses of the chains
+// overlap. Entries of one slot that come due at one tick leave in no particular order
+// among themselves (the due order is by tick; ties have none).
 //
 // Staging (Netty's wheel queues new timeouts too, for the same reason). An entry bound
 // for a slot is not linked at once: it waits, unplaced, in a small array (staged_), and
@@ -64,25 +63,13 @@
 // chain's end: remove and replace move a cursor off an entry that leaves, and the
 // slot's own walk, or clear, drops the cursors.
 //
-// Level 0 holds addresses, not lists (when it is below the top). Each level-0 slot has
-// an array of its entries' addresses (level0_array); an entry there keeps its cell's
-// number in its hook's free back link (list_hook::keep_number), and its `where` names
-// the slot as a chain's entry does: an entry of a slot is in a chain iff its hook is
-// linked. Why: most entries reach level 0 by a cascade, which has just read them, and
-// are read once more when their tick comes. Appending an address writes no other entry
-// (a chain's link writes the last entry's link), and the tick's walk knows every
-// address before it reads the entry, so it asks for lines eight entries ahead instead of
-// one per chain (W11 expire at 1M, taking turns with chains in one process: 22.8 ns an
-// entry against 32.4, the level-0 walks 9.7 against 15.0 and the cascades 11.6 against
-// 16.2). A remove nulls its cell, which the walk steps over; the slot's count of
-// addresses (held) says when it is empty. Above level 0 slots stay lists: a cascade
-// walks them once, a remove there is a plain unlink (arrays everywhere, 2026-11-25:
-// cancel 29 ns against 18), and warming needs their order. An array that cannot grow
-// (std::bad_alloc) sends the entry to the slot's chains instead: the slot walk takes
-// both, so a wheel step never fails to link. An array keeps its memory from one
-// rotation to the next, so steady state allocates nothing (and each starts with a few
-// cells, enough for a light load); one that a walk finds less than a quarter used gives
-// the rest back (after a storm).
+// Why lists, not arrays of entry addresses. An array walk knows each address before it
+// reads the entry, so its misses are not limited to one per chain (W11's array_floor
+// against walk_floor). But an array grows, so a cascade inside a driver step could fail
+// to allocate, and an O(1) remove needs each entry to know its cell, which moves when
+// the array is compacted. A prototype with arrays (W11's workload, beside this wheel in
+// one process, 2026-11-25) expired in 36 ns against 50 but cancelled in 29 against 18:
+// arrays alone do not buy the expire target, and lists link without allocating.
 #ifndef ASIO_WHEEL_DETAIL_WHEEL_HPP
 #define ASIO_WHEEL_DETAIL_WHEEL_HPP
 
@@ -151,9 +138,6 @@ struct wheel_entry : list_hook {
   bool in_due_ring() const noexcept { return where >= due_ring_first && where < due_ring_end; }
   bool in_slot() const noexcept { return where < staged_first; }
   bool is_staged() const noexcept { return where >= staged_first && where < due_ring_first; }
-  // In a level-0 slot's address array (see "Level 0 holds addresses" in wheel): in a slot,
-  // in no chain.
-  bool in_address_array() const noexcept { return in_slot() && !is_linked(); }
 };
 
 // Links (16), deadline (8), where (4), the owner's bytes and index (4): every timer,
@@ -290,9 +274,6 @@ public:
     for (std::size_t i = 0; i < slots_ * levels_; ++i)
       for (auto& chain : slots_lists_[i].chains)
         for (auto& e : chain) f(e);
-    for (std::size_t i = 0; i < array_slots_; ++i)
-      for (std::size_t c = level0_[i].head; c < level0_[i].cells.size(); ++c)
-        if (wheel_entry* e = level0_[i].cells[c]) f(*e);
     for (std::size_t i = 0; i < staged_count_; ++i) f(*staged_[i]);
     for_each_in_due_ring(f);
     for (auto& e : due_overflow_) f(e);
@@ -432,19 +413,9 @@ private:
   // caller counts it in slotted_: an entry that came staged or from another slot already is.
   // It goes to chain number `chain` (mod slot_chains): the caller takes turns.
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline, std::uint32_t chain) noexcept;
-  // link's part below the top level: the chain (or level 0's address array), `where` and
-  // the occupancy bit. For a slot known not to be on the top level (level 0 while a slot
-  // walk runs).
+  // link's part below the top level: the chain, `where` and the occupancy bit. For a
+  // slot known not to be on the top level (level 0 while a slot walk runs).
   void link_below_top(wheel_entry& e, std::uint32_t index, std::uint32_t chain) noexcept;
-  // Appends `e` to level-0 slot `slot`'s address array; false (nothing changed) if the
-  // array could not grow.
-  bool hold_in_array(wheel_entry& e, std::uint32_t slot) noexcept;
-  // Takes an entry out of its slot's address array (remove).
-  void leave_array(wheel_entry& e) noexcept;
-  // drain_slot's part for level-0 slot `slot`'s address array; false if the due_limit
-  // (due_room) stopped it, with the cells from the one it stopped at still to walk.
-  bool drain_array(std::uint32_t slot, tick_t t, due_appender& due, std::size_t due_room,
-                   std::uint32_t& chain_turn) noexcept;
   // After a walk of level 0 at t: the cursors of the level-1 slot that the next rotation
   // cascades step one entry on (or start at its chains' first entries).
   void warm_next_cascade(tick_t t) noexcept;
@@ -519,29 +490,6 @@ private:
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
   std::vector<std::uint64_t> bits_;      // bit `index` set <=> slot `index` non-empty
   std::uint32_t next_chain_ = 0;         // the chain the next link goes to (mod slot_chains)
-  // Level 0's address arrays (see "Level 0 holds addresses" at the top): slots below
-  // array_slots_ have one, which is level 0's slots_ when there is a level above it, and
-  // none with a single level (level 0 is then the top, whose slots keep later rounds).
-  struct level0_array {
-    std::vector<wheel_entry*> cells; // entries' addresses; null where one left
-    std::size_t head = 0; // cells before it were walked by a tick a due_limit left unfinished
-    std::size_t held = 0; // non-null cells from head on
-  };
-  std::uint32_t array_slots_;
-  std::unique_ptr<level0_array[]> level0_;
-  // How far ahead an array's walk asks for entries' lines.
-  static constexpr std::size_t array_ahead = 8;
-  // The cells each array has from the start (16 KiB for 256 slots): a light load (a few
-  // entries a tick) never allocates, not even on the first visit of a slot.
-  static constexpr std::size_t array_first_cells = 8;
-  // An array that a finished walk found less than a quarter full shrinks back to
-  // array_first_cells, if it has more cells than this (8 KiB): below, keeping them costs
-  // little.
-  static constexpr std::size_t array_keep_cells = 1024;
-  // Replaces an emptied array's memory by array_first_cells' worth (if that allocates).
-  static void give_back(std::vector<wheel_entry*>& cells) noexcept;
-  // Doubles a full array's capacity; false if it cannot allocate.
-  static bool grow(std::vector<wheel_entry*>& cells) noexcept;
   // Warming (see "Warming the next cascade" at the top): the level-1 slot whose chains
   // the cursors walk, or no_warm; each cursor is at an entry of chain k or its end.
   static constexpr std::uint32_t no_warm = 0xFFFFFFFFu;
