@@ -87,17 +87,11 @@ void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
 
 // ---- time ----
 
-steady_time wheel_shard::now() const {
-  if (!clock_.manual()) return std::chrono::steady_clock::now();
-  auto guard = lock();
-  return clock_.now_locked();
-}
-
 void wheel_shard::advance(steady_duration d) {
   assert(clock_.manual() && d >= steady_duration::zero()); // checked by the service
   auto guard = lock();
   clock_.advance_locked(d);
-  wheel_.advance_to(clock_.floor_tick(clock_.now_locked()));
+  wheel_.advance_to(clock_.floor_tick(clock_.now()));
   if (wheel_.has_due()) post_step_locked();
 }
 
@@ -272,7 +266,7 @@ void wheel_shard::run_step(step_cause cause) {
   // what time and chains add: expiries, and what the step's own handlers queue.
   std::size_t owed = ready_count_;
   for (;;) {
-    const steady_time now = clock_.now_locked();
+    const steady_time now = clock_.now();
     // The true clock, never an upper bound of it: else waits would fire early.
     assert(clock_.manual() || now <= std::chrono::steady_clock::now());
     // At most the step's budget made due at a time: taken while still in cache.

@@ -221,6 +221,49 @@ BOOST_AUTO_TEST_CASE(four_threads_each_handler_in_its_own_strand) {
   for (auto& conn : conns) BOOST_TEST(conn->completions == per_strand);
 }
 
+// Virtual time is read without the shard's lock (wheel_service::now() is what handlers
+// ask to measure lateness, W6's once per wait): read by handlers on two threads and by a
+// third thread spinning, while the main thread advances it, it only moves forward, and
+// each handler sees at least its deadline. TSan checks that the reads race with nothing.
+BOOST_AUTO_TEST_CASE(virtual_time_read_on_other_threads_while_it_advances) {
+  asio::io_context io(2);
+  asio_wheel::wheel_service& svc = asio_wheel::install(io, manual_options());
+  const auto start = svc.now();
+  constexpr int steps = 200;
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  std::atomic<int> done{0}, early{0};
+  for (int k = 1; k <= steps; ++k) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(io, 1ms * k));
+    const auto deadline = start + 1ms * k;
+    timers.back()->async_wait([&, deadline](error_code ec) {
+      if (ec || svc.now() < deadline) ++early;
+      ++done;
+    });
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> backwards{0};
+  std::thread reader([&] {
+    auto last = svc.now();
+    while (!stop.load()) {
+      const auto now = svc.now();
+      if (now < last) ++backwards;
+      last = now;
+    }
+  });
+  auto guard = asio::make_work_guard(io);
+  std::vector<std::thread> runners;
+  for (int i = 0; i < 2; ++i) runners.emplace_back([&] { io.run(); });
+  for (int k = 0; k < steps; ++k) svc.advance(1ms);
+  wait_until([&] { return done.load() == steps; });
+  stop = true;
+  reader.join();
+  guard.reset();
+  for (auto& t : runners) t.join();
+  BOOST_TEST(early.load() == 0);
+  BOOST_TEST(backwards.load() == 0);
+  BOOST_TEST((svc.now() - start == 1ms * steps));
+}
+
 // ---- 3: outstanding work ----
 
 // Before the fix the service kept the first object's executor, here one that tracks

@@ -11,7 +11,7 @@
 //     reset_after, push, cancel_after): upper_clock::now(), a cheap reading never
 //     behind steady_clock and at most a few microseconds ahead. Reading later than the
 //     truth only makes a deadline later, never earlier.
-//   - now_locked(), what the driver's step advances the wheel to and what lateness is
+//   - now(), what the driver's step advances the wheel to and what lateness is
 //     measured against: steady_clock::now(), the true clock. Never the upper bound
 //     here: a reading ahead of the truth would advance the wheel past ticks the clock
 //     has not reached, and waits would fire early. The step asserts it.
@@ -23,6 +23,7 @@
 #include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/options.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -47,18 +48,24 @@ public:
   bool manual() const noexcept { return mode_ == clock_mode::manual; }
   steady_time epoch() const noexcept { return epoch_; }
 
-  // The clock: steady_clock::now(), or virtual time. The caller holds the shard's lock,
-  // which guards virtual time.
-  steady_time now_locked() const noexcept {
-    return manual() ? manual_now_ : std::chrono::steady_clock::now();
+  // The clock: steady_clock::now(), or virtual time. Virtual time is written under the
+  // shard's lock (advance_locked) but read without it: wheel_service::now() is what a
+  // handler asks to measure lateness, in a test (W6) once per wait, and a lock there
+  // would cost two atomic instructions a call in a process with threads.
+  steady_time now() const noexcept {
+    return manual() ? manual_now_.load(std::memory_order_acquire) : std::chrono::steady_clock::now();
   }
 
   // The base of a relative deadline in steady mode (see the top of the file); in
-  // manual mode the base is now_locked().
+  // manual mode the base is now().
   static steady_time steady_deadline_base() noexcept { return upper_clock::now(); }
 
-  // Manual mode: moves virtual time forward by d >= 0, saturated (lock held).
-  void advance_locked(steady_duration d) noexcept { manual_now_ = saturating_add(manual_now_, d); }
+  // Manual mode: moves virtual time forward by d >= 0, saturated. The caller holds the
+  // shard's lock: one writer at a time, so the load and the store need no exchange.
+  void advance_locked(steady_duration d) noexcept {
+    manual_now_.store(saturating_add(manual_now_.load(std::memory_order_relaxed), d),
+                      std::memory_order_release);
+  }
 
   // The first tick at or after t: never early. time_point::max() is never_tick.
   tick_t to_tick(steady_time t) const noexcept {
@@ -89,7 +96,7 @@ private:
   const clock_mode mode_;
   const steady_time epoch_;           // the time of tick 0
   const steady_duration::rep tick_;   // the tick in clock units
-  steady_time manual_now_;            // virtual time (manual mode)
+  std::atomic<steady_time> manual_now_; // virtual time (manual mode)
 };
 
 } // namespace asio_wheel::detail

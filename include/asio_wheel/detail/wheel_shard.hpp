@@ -193,8 +193,8 @@ public:
 
   // ---- time (see wheel_clock.hpp for which clock is read where) ----
 
-  // The clock: steady_clock::now(), or virtual time.
-  steady_time now() const;
+  // The clock: steady_clock::now(), or virtual time (read without the lock).
+  steady_time now() const noexcept { return clock_.now(); }
   // now() + d for a deadline, saturated; in steady mode from the cheap upper bound.
   steady_time deadline_after(steady_duration d) const {
     return deadline_after_with_bound(d, wheel_clock::steady_deadline_base()).first;
