@@ -234,7 +234,8 @@ public:
   // A time the wheel has surely not reached yet, for an owner without the lock: an
   // entry whose expiry is later is not due (reset_at's lock-free path). The upper bound
   // of the clock in steady mode; in manual mode time_point::max(), so that nothing
-  // counts as not due there (virtual time is read under the lock).
+  // counts as not due there: virtual time read without the lock may be older than what
+  // an advance() on another thread has already moved the wheel to.
   // `steady_base` is a steady_deadline_base() reading the caller took (timer_state reads
   // it before it loads from its own lines).
   steady_time not_due_before(steady_time steady_base) const noexcept {
