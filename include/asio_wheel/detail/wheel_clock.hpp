@@ -50,8 +50,8 @@ public:
 
   // The clock: steady_clock::now(), or virtual time. Virtual time is written under the
   // shard's lock (advance_locked) but read without it: wheel_service::now() is what a
-  // handler asks to measure lateness, in a test (W6) once per wait, and a lock there
-  // would cost two atomic instructions a call in a process with threads.
+  // handler asks to measure lateness (W6's benchmark handler, once per fire), and a lock
+  // there would cost two atomic instructions a call in a process with threads.
   steady_time now() const noexcept {
     return manual() ? manual_now_.load(std::memory_order_acquire) : std::chrono::steady_clock::now();
   }
