@@ -31,6 +31,7 @@
 #include <boost/asio.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdarg>
@@ -84,7 +85,7 @@ options:
   --period MS        heartbeat period P (default 100)
   --jitter MS        each beat is late by uniform [0, J) (default 20)
   --missed K         drop the peer after K unanswered pings (default 3)
-  --clients N        demo clients (default 3)
+  --clients N        demo clients (default 3, at most 10000)
   --mute-after MS    demo/client: hang after this long (default 1000 in the demo)
   --slack MS         demo: allowed delivery lateness + round trip (default 100)
   --port P           server: listen port; client: server port
@@ -95,7 +96,10 @@ options:
 )";
 }
 
-long long parse_number(std::string_view flag, const char* text) {
+// Parses a non-negative integer argument no larger than max, or exits with a message.
+// The bound keeps a value from wrapping where it is narrowed (a port) or from
+// overflowing when milliseconds become the clock's nanoseconds.
+long long parse_number(std::string_view flag, const char* text, long long max) {
   char* end = nullptr;
   errno = 0;
   long long v = std::strtoll(text, &end, 10);
@@ -103,8 +107,15 @@ long long parse_number(std::string_view flag, const char* text) {
     std::cerr << "heartbeat: bad value for " << flag << ": '" << text << "'\n";
     std::exit(2);
   }
+  if (v > max) {
+    std::cerr << "heartbeat: " << flag << " out of range (at most " << max << ")\n";
+    std::exit(2);
+  }
   return v;
 }
+
+// A day: longer than any period or timeout here, far from the clock's limit.
+constexpr long long max_ms = 86'400'000;
 
 steady::time_point g_start = steady::now();
 
@@ -486,25 +497,20 @@ int main(int argc, char** argv) {
       print_help();
       return 0;
     } else if (a == "--period") {
-      cfg.period = milliseconds(parse_number(a, value()));
+      cfg.period = milliseconds(parse_number(a, value(), max_ms));
     } else if (a == "--jitter") {
-      cfg.jitter = milliseconds(parse_number(a, value()));
+      cfg.jitter = milliseconds(parse_number(a, value(), max_ms));
     } else if (a == "--missed") {
-      cfg.missed = static_cast<std::uint64_t>(parse_number(a, value()));
+      cfg.missed = static_cast<std::uint64_t>(parse_number(a, value(), 1'000'000));
     } else if (a == "--clients") {
-      cfg.clients = static_cast<std::size_t>(parse_number(a, value()));
+      cfg.clients = static_cast<std::size_t>(parse_number(a, value(), 10'000));
     } else if (a == "--mute-after") {
-      cfg.mute_after = milliseconds(parse_number(a, value()));
+      cfg.mute_after = milliseconds(parse_number(a, value(), max_ms));
       have_mute = true;
     } else if (a == "--slack") {
-      cfg.slack = milliseconds(parse_number(a, value()));
+      cfg.slack = milliseconds(parse_number(a, value(), max_ms));
     } else if (a == "--port") {
-      auto v = parse_number(a, value());
-      if (v > 65535) {
-        std::cerr << "heartbeat: --port out of range\n";
-        return 2;
-      }
-      cfg.port = static_cast<unsigned short>(v);
+      cfg.port = static_cast<unsigned short>(parse_number(a, value(), 65535));
     } else if (a == "--verbose") {
       cfg.verbose = true;
     } else if (a == "--self-test" && mode.empty()) {

@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -82,7 +83,8 @@ options:
   --idle-timeout MS      close connections idle this long (default 2000)
   --tick MS              wheel resolution (default 1)
   --self-test            also run a load of clients in-process and check the reaping
-  --connections N        self-test clients (default 10000; limited by RLIMIT_NOFILE)
+  --connections N        self-test clients (default 10000, at most 1000000; limited by
+                         RLIMIT_NOFILE)
   --chatty-fraction F    share of clients that keep talking (default 0.5)
   --duration MS          self-test length (default 10000)
   --allowance MS         scheduling slack allowed on top of idle timeout + one tick
@@ -99,8 +101,11 @@ self-test: 0 if every idle client was reaped in time and no chatty client was re
 )";
 }
 
-// Parses a non-negative integer argument, or exits with a message.
-unsigned long long parse_number(std::string_view flag, const char* text) {
+// Parses a non-negative integer argument no larger than max, or exits with a message.
+// The bound keeps a value from wrapping where it is narrowed (a port, a seed) or from
+// overflowing when milliseconds become the clock's nanoseconds.
+unsigned long long parse_number(std::string_view flag, const char* text,
+                                unsigned long long max) {
   char* end = nullptr;
   errno = 0;
   unsigned long long v = std::strtoull(text, &end, 10);
@@ -108,8 +113,15 @@ unsigned long long parse_number(std::string_view flag, const char* text) {
     std::cerr << "idle_reaper: bad value for " << flag << ": '" << text << "'\n";
     std::exit(2);
   }
+  if (v > max) {
+    std::cerr << "idle_reaper: " << flag << " out of range (at most " << max << ")\n";
+    std::exit(2);
+  }
   return v;
 }
+
+// A day: longer than any self-test or timeout here, far from the clock's limit.
+constexpr unsigned long long max_ms = 86'400'000;
 
 config parse_args(int argc, char** argv) {
   config cfg;
@@ -129,21 +141,16 @@ config parse_args(int argc, char** argv) {
       print_help();
       std::exit(0);
     } else if (a == "--port") {
-      auto v = parse_number(a, value(i));
-      if (v > 65535) {
-        std::cerr << "idle_reaper: --port out of range\n";
-        std::exit(2);
-      }
-      cfg.port = static_cast<unsigned short>(v);
+      cfg.port = static_cast<unsigned short>(parse_number(a, value(i), 65535));
     } else if (a == "--idle-timeout") {
-      cfg.idle_timeout = milliseconds(parse_number(a, value(i)));
+      cfg.idle_timeout = milliseconds(parse_number(a, value(i), max_ms));
       have_idle = true;
     } else if (a == "--tick") {
-      cfg.tick = milliseconds(parse_number(a, value(i)));
+      cfg.tick = milliseconds(parse_number(a, value(i), max_ms));
     } else if (a == "--self-test") {
       cfg.self_test = true;
     } else if (a == "--connections") {
-      cfg.connections = parse_number(a, value(i));
+      cfg.connections = parse_number(a, value(i), 1'000'000);
       have_conn = true;
     } else if (a == "--chatty-fraction") {
       const char* t = value(i);
@@ -154,13 +161,14 @@ config parse_args(int argc, char** argv) {
         std::exit(2);
       }
     } else if (a == "--duration") {
-      cfg.duration = milliseconds(parse_number(a, value(i)));
+      cfg.duration = milliseconds(parse_number(a, value(i), max_ms));
       have_dur = true;
     } else if (a == "--allowance") {
-      cfg.allowance = milliseconds(parse_number(a, value(i)));
+      cfg.allowance = milliseconds(parse_number(a, value(i), max_ms));
       have_allow = true;
     } else if (a == "--seed") {
-      cfg.seed = static_cast<unsigned>(parse_number(a, value(i)));
+      cfg.seed = static_cast<unsigned>(
+          parse_number(a, value(i), std::numeric_limits<unsigned>::max()));
     } else if (a == "--quick") {
       quick = true;
     } else {

@@ -23,12 +23,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <functional>
 #include <map>
 #include <random>
@@ -54,7 +56,7 @@ so it is instant and deterministic.
 
 options:
   (none)          run the scripted example and check it
-  --random N      run N random orders and check them against a simple model
+  --random N      run N random orders and check them against a simple model (N <= 1e8)
   --seed S        seed for --random (default 1)
   --verbose       log every event of --random too
   --self-test     the script, then --random 5000; exit status 0 if both check out
@@ -345,15 +347,18 @@ int main(int argc, char** argv) {
   unsigned seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    auto number = [&]() -> unsigned long long {
+    // A value out of range is an error, not a silent wrap (strtoull's ERANGE, a seed
+    // past unsigned, or more orders than a run could hold in memory).
+    auto number = [&](unsigned long long max) -> unsigned long long {
       if (i + 1 >= argc) {
         std::cerr << "order_expiry: " << a << " needs a value\n";
         std::exit(2);
       }
       const char* t = argv[++i];
       char* end = nullptr;
+      errno = 0;
       unsigned long long v = std::strtoull(t, &end, 10);
-      if (end == t || *end != '\0' || t[0] == '-') {
+      if (errno != 0 || end == t || *end != '\0' || t[0] == '-' || v > max) {
         std::cerr << "order_expiry: bad value for " << a << ": '" << t << "'\n";
         std::exit(2);
       }
@@ -365,9 +370,9 @@ int main(int argc, char** argv) {
     } else if (a == "--self-test") {
       self_test = true;
     } else if (a == "--random") {
-      random_n = number();
+      random_n = number(100000000);
     } else if (a == "--seed") {
-      seed = static_cast<unsigned>(number());
+      seed = static_cast<unsigned>(number(std::numeric_limits<unsigned>::max()));
     } else if (a == "--verbose") {
       verbose = true;
     } else {

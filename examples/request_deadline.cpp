@@ -31,6 +31,7 @@
 #error "request_deadline needs C++20 coroutines (__cpp_impl_coroutine, BOOST_ASIO_HAS_CO_AWAIT)"
 #endif
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -79,13 +80,22 @@ modes:
 )";
 }
 
-long long parse_ms(std::string_view flag, std::string_view text) {
+// A day: longer than any deadline or request here, far from the clock's limit (a larger
+// count of milliseconds would overflow as the clock's nanoseconds).
+constexpr long long max_ms = 86'400'000;
+
+// Parses a non-negative integer argument no larger than max, or exits with a message.
+long long parse_ms(std::string_view flag, std::string_view text, long long max = max_ms) {
   std::string s(text);
   char* end = nullptr;
   errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || errno != 0 || *end != '\0' || v < 0) {
     std::cerr << "request_deadline: bad value for " << flag << ": '" << text << "'\n";
+    std::exit(2);
+  }
+  if (v > max) {
+    std::cerr << "request_deadline: " << flag << " out of range (at most " << max << ")\n";
     std::exit(2);
   }
   return v;
@@ -183,11 +193,14 @@ class server {
       long long ms = -1;
       if (line.rfind("sleep ", 0) == 0) {
         char* end = nullptr;
+        errno = 0;
         ms = std::strtoll(line.c_str() + 6, &end, 10);
-        if (*end != '\0' || ms < 0) ms = -1;
+        // A client's number is untrusted: past max_ms it would overflow as nanoseconds.
+        if (errno != 0 || end == line.c_str() + 6 || *end != '\0' || ms < 0 || ms > max_ms)
+          ms = -1;
       }
       if (ms < 0) {
-        reply = "error: expected 'sleep <ms>'\n";
+        reply = "error: expected 'sleep <ms>', ms from 0 to 86400000\n";
       } else {
         // The work: a wait on the wheel. With a deadline, cancel_after cuts it short.
         c->work.expires_after(milliseconds(ms));
@@ -310,6 +323,26 @@ awaitable<double> idle_probe(tcp::endpoint ep) {
   co_return ms_since(t0);
 }
 
+// Sends each line as is on one connection and returns the server's reply to each: the
+// self-test's malformed and out-of-range requests, which run_client cannot send.
+awaitable<std::vector<std::string>> raw_requests(tcp::endpoint ep,
+                                                 std::vector<std::string> lines) {
+  auto ex = co_await net::this_coro::executor;
+  tcp::socket sock(ex);
+  co_await sock.async_connect(ep, use_awaitable);
+  std::string buf;
+  std::vector<std::string> replies;
+  for (const auto& line : lines) {
+    const std::string req = line + "\n";
+    co_await net::async_write(sock, net::buffer(req), use_awaitable);
+    const std::size_t n =
+        co_await net::async_read_until(sock, net::dynamic_buffer(buf), '\n', use_awaitable);
+    replies.push_back(buf.substr(0, n - 1));
+    buf.erase(0, n);
+  }
+  co_return replies;
+}
+
 std::vector<long long> parse_list(std::string_view text) {
   std::vector<long long> out;
   std::size_t pos = 0;
@@ -340,7 +373,12 @@ int self_test() {
   auto ep_a = tcp::endpoint(net::ip::address_v4::loopback(), with_deadline.port());
   auto ep_b = tcp::endpoint(net::ip::address_v4::loopback(), without_deadline.port());
 
+  // A number past what milliseconds can hold as the clock's nanoseconds, one past the
+  // server's limit, none at all, and a good request on the same connection after them.
+  const std::vector<std::string> bad_lines = {"sleep 99999999999999999999", "sleep 86400001",
+                                              "sleep", "sleep 5"};
   std::vector<result> server_side, client_side;
+  std::vector<std::string> bad_replies;
   double idle_closed_after = -1;
   net::co_spawn(
       ctx,
@@ -352,6 +390,10 @@ int self_test() {
                     "deadline)\n",
                     static_cast<long long>(client_deadline.count()));
         client_side = co_await run_client(ep_b, mix, client_deadline, true);
+        std::printf("== malformed and out-of-range requests, then a good one\n");
+        bad_replies = co_await raw_requests(ep_a, bad_lines);
+        for (std::size_t i = 0; i < bad_replies.size(); ++i)
+          std::printf("client: '%s' -> '%s'\n", bad_lines[i].c_str(), bad_replies[i].c_str());
         std::printf("== idle connection, server read deadline %lld ms\n",
                     static_cast<long long>(idle.count()));
         idle_closed_after = co_await idle_probe(ep_a);
@@ -391,6 +433,13 @@ int self_test() {
   };
   check_run(server_side, outcome::server_timeout, server_deadline, "server deadline");
   check_run(client_side, outcome::client_deadline, client_deadline, "client deadline");
+  check(bad_replies.size() == bad_lines.size(), "every malformed request has a reply");
+  for (std::size_t i = 0; i + 1 < bad_replies.size(); ++i)
+    check(bad_replies[i].rfind("error:", 0) == 0,
+          "'" + bad_lines[i] + "' -> '" + bad_replies[i] + "' (expected an error reply)");
+  if (!bad_replies.empty())
+    check(bad_replies.back() == "ok", "the same connection then serves 'sleep 5' -> '" +
+                                          bad_replies.back() + "' (expected ok)");
   check(idle_closed_after >= static_cast<double>(idle.count()) &&
             idle_closed_after < static_cast<double>(idle.count()) + slack_ms,
         "idle connection closed at the server's read deadline");
@@ -439,12 +488,7 @@ int main(int argc, char** argv) {
         print_help();
         return 0;
       } else if (a == "--port") {
-        auto v = parse_ms(a, value());
-        if (v > 65535) {
-          std::cerr << "request_deadline: --port out of range\n";
-          return 2;
-        }
-        port = static_cast<unsigned short>(v);
+        port = static_cast<unsigned short>(parse_ms(a, value(), 65535));
       } else if (a == "--deadline" && mode == "server") {
         scfg.deadline = milliseconds(parse_ms(a, value()));
       } else if (a == "--idle" && mode == "server") {

@@ -58,6 +58,25 @@ run() {
   fi
 }
 
+# rejects NAME FLAG ARGS...: bad input must end the example with exit status 2 and a
+# message that names FLAG, before it does anything (no value wraps or overflows silently).
+rejects() {
+  name=$1
+  flag=$2
+  shift 2
+  if is_skipped "$name"; then return; fi
+  exe=$(find_exe "$name")
+  [ -n "$exe" ] || return # run reports it missing
+  err=$(timeout "$limit" "$exe" "$@" 2>&1 >/dev/null </dev/null)
+  rc=$?
+  if [ $rc -eq 2 ] && printf '%s' "$err" | grep -q -- "$flag"; then
+    echo "== $name $*: rejected ($err)"
+  else
+    echo "== $name $*: FAILED (exit $rc, '$err'; expected exit 2 naming $flag)"
+    failed="$failed $name-rejects"
+  fi
+}
+
 run idle_reaper --self-test --quick
 run request_deadline --self-test
 run heartbeat --self-test
@@ -65,6 +84,17 @@ run order_expiry --self-test
 run cooldown --self-test
 run http_server --self-test
 run http_server --self-test --stream beast
+
+rejects idle_reaper --seed --seed 4294967296
+rejects idle_reaper --tick --tick 10000000000000
+rejects idle_reaper --port --port 99999999999999999999999
+rejects request_deadline --deadline server --deadline 9223372036854775807
+rejects request_deadline --requests client --port 1 --requests 5,99999999999
+rejects heartbeat --period --period 86400001
+rejects heartbeat --port --port 65536
+rejects order_expiry --random --random 99999999999999999999
+rejects order_expiry --seed --seed 4294967296
+rejects http_server --port --port 70000
 
 # cooldown again, through real stdin from a pipe: each skill cast, one on cooldown, one
 # ready after advancing the manual clock, and EOF quits.
