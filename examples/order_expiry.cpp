@@ -22,16 +22,16 @@
 #include <boost/asio.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
-#include <functional>
 #include <map>
 #include <random>
 #include <set>
