@@ -200,7 +200,7 @@ class server {
           ms = -1;
       }
       if (ms < 0) {
-        reply = "error: expected 'sleep <ms>', ms from 0 to 86400000\n";
+        reply = "error: expected 'sleep <ms>', ms from 0 to " + std::to_string(max_ms) + "\n";
       } else {
         // The work: a wait on the wheel. With a deadline, cancel_after cuts it short.
         c->work.expires_after(milliseconds(ms));
