@@ -266,11 +266,21 @@ void wheel_shard::run_step(step_cause cause) {
   // what time and chains add: expiries, and what the step's own handlers queue.
   std::size_t owed = ready_count_;
   for (;;) {
-    const steady_time now = clock_.now();
+    // A round needs the time only while the wheel holds entries that it could make due,
+    // or due ones, whose completions read it (lateness, a periodic timer's missed
+    // ticks). A round that only completes ready operations, as each round of a chain of
+    // takes served at once does, reads no clock: a steady_clock read is a vDSO call
+    // whose ordered TSC read also waits for the loads before it (S2's chained take at
+    // 1M: one element's miss each). Then nothing can come due, so the wheel is not behind.
+    const bool timed = wheel_.slotted() != 0 || wheel_.has_due();
+    const steady_time now = timed ? clock_.now() : steady_time();
     // The true clock, never an upper bound of it: else waits would fire early.
-    assert(clock_.manual() || now <= std::chrono::steady_clock::now());
+    assert(!timed || clock_.manual() || now <= std::chrono::steady_clock::now());
     // At most the step's budget made due at a time: taken while still in cache.
-    if (!clock_.manual()) wheel_behind_ = !wheel_.advance_to(clock_.floor_tick(now), left);
+    if (!clock_.manual())
+      wheel_behind_ = timed && !wheel_.advance_to(clock_.floor_tick(now), left);
+    // Untimed, collect_locked hands over no due entry, the only thing that reads `now`.
+    assert(timed || !wheel_.has_due());
     op_queue batch;
     // collect_locked takes the ready queue first: the owed operations, then what
     // is left of the budget.
