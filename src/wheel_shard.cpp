@@ -289,7 +289,8 @@ void wheel_shard::run_step(step_cause cause) {
     const std::size_t taken = collect_locked(batch, now, budget);
     owed = 0;
     left = taken >= budget ? 0 : budget - taken;
-    if (armed_ == never_tick) arm_locked();
+    // Nothing slotted: nothing to arm for (arm_locked would find never_tick == armed_).
+    if (armed_ == never_tick && wheel_.slotted() != 0) arm_locked();
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.
     if (left == 0 && has_work_locked()) post_step_now_locked();
