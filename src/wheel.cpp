@@ -283,9 +283,10 @@ tick_t wheel::next_slot_tick() const noexcept {
   // Nothing in the slots or staged: no slot comes due, and no scan of the bitmaps needs
   // to say so. A step that runs a chain of operations completing at once (chained
   // takes) asks this once per round with the slots empty (S2: 200 instructions a take).
-  // An unfinished tick keeps the entry it stopped at in its slot, so it has slotted_ > 0.
+  // An unfinished tick keeps the entry it stopped at in its slot, so it has slotted_ > 0;
+  // and the top slot that made top_next_ recomputes it when it empties.
   if (slotted_ == 0) {
-    assert(resume_level_ == no_resume && staged_count_ == 0);
+    assert(resume_level_ == no_resume && staged_count_ == 0 && top_next_ == never_tick);
     return never_tick;
   }
   if (resume_level_ != no_resume) return now_; // the unfinished tick comes first
