@@ -131,6 +131,31 @@ BOOST_AUTO_TEST_CASE(next_slot_tick_skips_empty_ticks) {
   BOOST_TEST(advance(w, 300).size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_wheel_emptied_of_top_level_entries_says_never_and_then_sees_the_next) {
+  // An empty wheel answers next_slot_tick and advance_to without a scan (a step's
+  // rounds ask once per operation of a chain). That answer must be what a scan would
+  // give: once the top level's entries (rounds away) are gone, its lower bound of their
+  // ticks is gone too, and a debug build asserts it; the next entry alone decides.
+  wheel w(16, 2); // the top level is level 1: slots 16 ticks wide, rounds of 256
+  node far1, far2, near;
+  near.id = 3;
+  w.insert(far1, 1000); // top slot 14, starting at 992 in its round
+  w.insert(far2, 5000); // top slot 8, starting at 4992 in its round
+  w.link_staged();
+  BOOST_TEST(w.next_slot_tick() == 992u);
+  w.remove(far1);
+  BOOST_TEST(w.next_slot_tick() == 4992u);
+  w.remove(far2);
+  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+  BOOST_TEST(w.advance_to(600)); // nothing slotted: straight there
+  BOOST_TEST(w.now() == 600u);
+  w.insert(near, 603);
+  BOOST_TEST(w.next_slot_tick() == 603u);
+  BOOST_TEST(advance(w, 603) == std::vector<int>{3}, boost::test_tools::per_element());
+  BOOST_TEST(w.next_slot_tick() == never_tick);
+}
+
 BOOST_AUTO_TEST_CASE(never_entries_cost_no_slot_and_can_be_rescheduled) {
   wheel w(16, 2);
   node n;
