@@ -279,8 +279,8 @@ void wheel_shard::run_step(step_cause cause) {
     // At most the step's budget made due at a time: taken while still in cache.
     if (!clock_.manual())
       wheel_behind_ = timed && !wheel_.advance_to(clock_.floor_tick(now), left);
-    // Untimed, collect_locked hands over no due entry, the only thing that reads `now`.
-    assert(timed || !wheel_.has_due());
+    // Untimed, there is no due entry for collect_locked to hand over, the only thing
+    // that reads `now` (timed's definition says so: nothing above made one due).
     op_queue batch;
     // collect_locked takes the ready queue first: the owed operations, then what
     // is left of the budget.
