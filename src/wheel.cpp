@@ -12,6 +12,7 @@ namespace {
 constexpr unsigned word_bits = 64;
 
 static_assert(has_single_bit(wheel::slot_chains), "a chain number modulo slot_chains is a mask");
+static_assert(256 % wheel::slot_chains == 0, "a slot's turn, a byte, wraps onto the same chains");
 
 // Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
 // of the tick range are handled as "no higher digits".
@@ -30,6 +31,7 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
       slots_lists_(new slot_lists[slots * levels]),
       bits_((slots * levels + word_bits - 1) / word_bits, 0),
+      slot_turn_(new std::uint8_t[slots * levels]()),
       top_due_(new tick_t[slots]) {
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
   static_assert(stage_capacity <= wheel_entry::due_ring_first - wheel_entry::staged_first);
@@ -79,7 +81,8 @@ inline void wheel::link(wheel_entry& e, std::uint32_t index, tick_t deadline,
 
 inline void wheel::link_below_top(wheel_entry& e, std::uint32_t index,
                                   std::uint32_t chain) noexcept {
-  chains(index)[chain % slot_chains].push_back(e);
+  assert(chain < slot_chains);
+  chains(index)[chain].push_back(e);
   e.where = index;
   set_occupied(index);
 }
@@ -129,9 +132,10 @@ void wheel::link_staged() noexcept {
   // Each entry's slot, and the line that its link writes besides its own (the chain's
   // last entry), asked for before the first link: the misses overlap instead of
   // following one another. The counts are locals: the links' stores could alias the
-  // members (see due_appender). The i-th entry goes to chain first_chain + i.
+  // members (see due_appender). The i-th entry goes to chain new_turn_ + i (see
+  // "Whose turn" in wheel.hpp).
   const std::size_t count = staged_count_;
-  const std::uint32_t first_chain = next_chain_;
+  const std::uint32_t first_chain = new_turn_;
   std::uint32_t index[stage_capacity];
   tick_t deadline[stage_capacity];
   for (std::size_t i = 0; i < count; ++i) {
@@ -141,9 +145,11 @@ void wheel::link_staged() noexcept {
     index[i] = slot_for(d);
     prefetch(chains(index[i])[(first_chain + i) % slot_chains].back_hook());
   }
-  for (std::size_t i = 0; i < count; ++i)
-    link(*staged_[i], index[i], deadline[i], first_chain + static_cast<std::uint32_t>(i));
-  next_chain_ = first_chain + static_cast<std::uint32_t>(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto chain = (first_chain + static_cast<std::uint32_t>(i)) % slot_chains;
+    link(*staged_[i], index[i], deadline[i], chain);
+  }
+  new_turn_ = first_chain + static_cast<std::uint32_t>(count);
   staged_count_ = 0;
 }
 
@@ -365,7 +371,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       const std::uint32_t target = slot_for(deadline);
       if (target != index) {
         e.unlink();
-        link(e, target, deadline, next_chain_++); // from slot to slot: slotted_ stays
+        link(e, target, deadline, take_turn(target)); // from slot to slot: slotted_ stays
         k = (k + 1) % slot_chains;
       } else {
         stays_until = std::min(stays_until, top_slot_start(deadline));
@@ -406,7 +412,6 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
   // The walk's counts stay in locals until it ends (see due_appender).
   due_appender due(*this);
   const std::size_t due_room = due_count_ < due_limit ? due_limit - due_count_ : 0;
-  std::uint32_t chain_turn = next_chain_;
   assert(now_ == t);
   const tick_t low_digit = slots_ - 1;
   // The turns go in rounds over the chains that hold entries; the first round starts
@@ -437,16 +442,16 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
       // From slot to slot (slotted_ stays), and most often, as for every entry of a
       // level-1 slot, to the level-0 slot of the deadline's lowest digit: link's work
       // without its top-level check, since level 0 is below the top here.
-      link_below_top(e, static_cast<std::uint32_t>(deadline & low_digit), chain_turn++);
+      const auto target = static_cast<std::uint32_t>(deadline & low_digit);
+      link_below_top(e, target, take_turn(target));
     } else {
       const std::uint32_t target = slot_for(deadline);
       assert(target != index);
-      link(e, target, deadline, chain_turn++);
+      link(e, target, deadline, take_turn(target));
     }
   }
   due.commit();
   slotted_ -= due.appended();
-  next_chain_ = chain_turn;
   // Every entry that left went to another slot or the due list, so the slot is empty
   // unless the walk stopped, with the entry it stopped at (and its chain's rest) left.
   if (finished) {

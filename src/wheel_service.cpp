@@ -96,8 +96,9 @@ std::size_t checked_shard_count(net::execution_context& ctx, const wheel_options
         "asio_wheel: wheel_options: " + std::to_string(o.slots) + " slots * " +
         std::to_string(o.levels) + " levels * " + std::to_string(shards) +
         " shards would take " + std::to_string(slots * detail::wheel::slot_bytes >> 20) +
-        " MiB of slots; at most " + std::to_string(max_total_slots) +
-        " slots (128 MiB) are allowed: use fewer slots, levels or shards");
+        " MiB of slots; at most " + std::to_string(max_total_slots) + " slots (" +
+        std::to_string(max_total_slots * detail::wheel::slot_bytes >> 20) +
+        " MiB) are allowed: use fewer slots, levels or shards");
   return shards;
 }
 

@@ -86,13 +86,13 @@ BOOST_AUTO_TEST_CASE(install_rejects_a_geometry_too_large_to_build_and_says_why)
     BOOST_ERROR("accepted 2^20 slots * 3 levels * 16 shards");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
-    BOOST_TEST(what.find("6144 MiB") != std::string::npos, what);
+    BOOST_TEST(what.find("6192 MiB") != std::string::npos, what);
     BOOST_TEST(what.find("fewer slots, levels or shards") != std::string::npos, what);
   }
-  o.shards = 1; // 384 MiB: still refused
+  o.shards = 1; // 387 MiB: still refused
   o.clock = clock_mode::manual;
   BOOST_CHECK_THROW(asio_wheel::install(io, o), std::invalid_argument);
-  o.levels = 1; // 2^20 slots, 128 MiB: allowed
+  o.levels = 1; // 2^20 slots, 129 MiB: allowed
   BOOST_TEST(asio_wheel::install(io, o).shard_count() == 1u);
 }
 

@@ -38,10 +38,11 @@ enum class shard_policy {
 // Options of a context's wheel; install() validates them. The defaults were chosen by
 // benchmark (see README, "Choosing tick, slots and levels").
 //
-// Memory: every slot of every level of every shard is 128 bytes (eight list heads, see
-// detail/wheel.hpp), allocated and constructed at install(): slots * levels * shards *
-// 128 bytes (the defaults: 128 KiB a shard). install() rejects geometries above 2^20
-// slots in all (128 MiB), such as 2^20 slots * 3 levels, with std::invalid_argument.
+// Memory: every slot of every level of every shard is 129 bytes (eight list heads and a
+// byte saying which takes the next entry, see detail/wheel.hpp), allocated and
+// constructed at install(): slots * levels * shards * 129 bytes (the defaults: 129 KiB
+// a shard). install() rejects geometries above 2^20 slots in all (129 MiB), such as
+// 2^20 slots * 3 levels, with std::invalid_argument.
 struct wheel_options {
   std::chrono::steady_clock::duration tick = std::chrono::milliseconds(1); // resolution
   std::size_t slots = 256;           // slots per level, power of two >= 2
