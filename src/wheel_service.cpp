@@ -29,9 +29,9 @@ namespace {
 using duration = wheel_service::duration;
 
 constexpr std::size_t max_shards = 16;
-// The most slots all shards may hold together: 2^20 slots of 128 bytes (their chains'
-// list heads), 128 MiB, built in well under a second. (Every slot of every level of
-// every shard is allocated and constructed by install().)
+// The most slots all shards may hold together: 2^20 slots of 129 bytes (their chains'
+// list heads and turn, wheel::slot_bytes), 129 MiB, built in well under a second.
+// (Every slot of every level of every shard is allocated and constructed by install().)
 constexpr std::size_t max_total_slots = std::size_t{1} << 20;
 
 const wheel_options& validated(const wheel_options& o) {
