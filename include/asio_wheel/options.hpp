@@ -39,7 +39,7 @@ enum class shard_policy {
 // benchmark (see README, "Choosing tick, slots and levels").
 //
 // Memory: every slot of every level of every shard is 129 bytes (eight list heads and a
-// byte saying which takes the next entry, see detail/wheel.hpp), allocated and
+// byte saying which of them takes the next entry, see detail/wheel.hpp), allocated and
 // constructed at install(): slots * levels * shards * 129 bytes (the defaults: 129 KiB
 // a shard). install() rejects geometries above 2^20 slots in all (129 MiB), such as
 // 2^20 slots * 3 levels, with std::invalid_argument.

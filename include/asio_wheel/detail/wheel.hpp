@@ -46,8 +46,8 @@
 // Whose turn. An entry that a walk re-places (a cascade) takes its new slot's own turn
 // (slot_turn_), so that a slot filled by cascades, as most level-0 slots are, holds its
 // n entries n / slot_chains to a chain, give or take one (removals aside): its walk
-// takes as few rounds as it can, and its chains end in the same round, which the branch
-// that sees a chain's end predicts. With one turn for the whole wheel, a slot's chains
+// takes as few rounds as it can, and its chains end in its last two rounds, which the
+// branch that sees a chain's end predicts far better than ends anywhere. With one turn for the whole wheel, a slot's chains
 // were as uneven as chance made them (W11's level-0 slots: about 17 entries, some
 // chains empty and some of four or five) and its walk as long as its longest chain (W11
 // expire at 1M: 7-11% slower, taking turns in one process). New entries, linked from
