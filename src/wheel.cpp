@@ -12,7 +12,6 @@ namespace {
 constexpr unsigned word_bits = 64;
 
 static_assert(has_single_bit(wheel::slot_chains), "a chain number modulo slot_chains is a mask");
-static_assert(256 % wheel::slot_chains == 0, "a slot's turn, a byte, wraps onto the same chains");
 
 // Ticks at or above 2^shift: shifting by 64 is undefined, so spans that reach the top
 // of the tick range are handled as "no higher digits".
@@ -31,7 +30,7 @@ wheel::wheel(std::size_t slots, std::size_t levels)
       top_low_mask_((tick_t{1} << ((levels - 1) * shift_)) - 1),
       slots_lists_(new slot_lists[slots * levels]),
       bits_((slots * levels + word_bits - 1) / word_bits, 0),
-      slot_turn_(new std::uint8_t[slots * levels]()),
+      slot_turn_(new slot_turn[slots * levels]()),
       top_due_(new tick_t[slots]) {
   assert(slots * levels <= std::size_t{1} << 20); // slot indices stay below staged_first
   static_assert(stage_capacity <= wheel_entry::due_ring_first - wheel_entry::staged_first);

@@ -47,10 +47,11 @@
 // (slot_turn_), so that a slot filled by cascades, as most level-0 slots are, holds its
 // n entries n / slot_chains to a chain, give or take one (removals aside): its walk
 // takes as few rounds as it can, and its chains end in its last two rounds, which the
-// branch that sees a chain's end predicts far better than ends anywhere. With one turn for the whole wheel, a slot's chains
-// were as uneven as chance made them (W11's level-0 slots: about 17 entries, some
-// chains empty and some of four or five) and its walk as long as its longest chain (W11
-// expire at 1M: 7-11% slower, taking turns in one process). New entries, linked from
+// branch that sees a chain's end predicts far better than ends anywhere. With one turn
+// for the whole wheel, a slot's chains were as uneven as chance made them (W11's
+// level-0 slots: about 17 entries, some chains empty and some of four or five) and its
+// walk as long as its longest chain (W11 expire at 1M: 7-11% slower, taking turns in
+// one process). New entries, linked from
 // the staging array, take one turn for the whole wheel (new_turn_), whose next chain is
 // known before the entry's slot: the link asks for the chain's tail first, and a slot's
 // turn would put a load before that (10 more instructions an insert, W11 insert 8.3
@@ -307,10 +308,13 @@ public:
   // flight (measured, W3 at 1M: one list 370 ms, four 210, eight 165); a slot's
   // sentinels fill two cache lines, 128 KiB for the default 256 x 4 slots.
   static constexpr std::size_t slot_chains = 8;
+  // A slot's turn (see "Whose turn" at the top): a count taken mod slot_chains. A byte:
+  // 2^8 is a multiple of slot_chains, so the count wraps onto the same turns.
+  using slot_turn = std::uint8_t;
+  static_assert((std::size_t{std::numeric_limits<slot_turn>::max()} + 1) % slot_chains == 0);
   // The memory of one slot, allocated with the wheel: its chains' sentinels and its turn
   // (slot_turn_), 129 bytes on 64-bit platforms.
-  static constexpr std::size_t slot_bytes =
-      slot_chains * sizeof(entry_list) + sizeof(std::uint8_t);
+  static constexpr std::size_t slot_bytes = slot_chains * sizeof(entry_list) + sizeof(slot_turn);
   // The staging array's cells (see "Staging" at the top): enough to link a burst of
   // arrivals with their misses overlapped, few enough that the staged entries are still
   // in cache when they are linked. Below 2^8: a cell is named by where's low byte.
@@ -505,14 +509,14 @@ private:
   struct alignas(64) slot_lists {
     entry_list chains[slot_chains];
   };
-  static_assert(sizeof(slot_lists) + sizeof(std::uint8_t) == slot_bytes,
-                "a slot is its chains' sentinels and its turn");
+  static_assert(sizeof(slot_lists) == slot_chains * sizeof(entry_list),
+                "a slot's lists are its chains' sentinels, nothing more");
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
   std::vector<std::uint64_t> bits_;      // bit `index` set <=> slot `index` non-empty
   // The turns (see "Whose turn" at the top), counts taken mod slot_chains: per slot, for
-  // the entries a walk re-places into it, and the whole wheel's, for new entries. 2^8
-  // and 2^32 are multiples of slot_chains, so a count wraps onto the same turns.
-  std::unique_ptr<std::uint8_t[]> slot_turn_; // levels * slots
+  // the entries a walk re-places into it, and the whole wheel's, for new entries (2^32
+  // is a multiple of slot_chains too).
+  std::unique_ptr<slot_turn[]> slot_turn_; // levels * slots
   std::uint32_t new_turn_ = 0;
   // Warming (see "Warming the next cascade" at the top): the level-1 slot whose chains
   // the cursors walk, or no_warm; each cursor is at an entry of chain k or its end.
