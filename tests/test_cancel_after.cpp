@@ -352,6 +352,38 @@ BOOST_AUTO_TEST_CASE(an_operation_destroyed_unrun_frees_its_deadline) {
   BOOST_TEST(live == 0);
 }
 
+// An initiation that throws, and one that drops its handler unrun: the deadline's state
+// is freed and nothing stays pending. When the handler is gone before the entry is armed,
+// the initiation's own reference is the last, given back when it arms (which then puts
+// nothing on the wheel); when it throws, while unwinding.
+BOOST_AUTO_TEST_CASE(an_initiation_that_throws_or_drops_its_handler_frees_the_deadline) {
+  asio_wheel_test::manual_context f;
+  int live = 0;
+  int calls = 0;
+  auto handler = [&] {
+    return cancel_after(1h, net::bind_allocator(asio_wheel_test::counting_allocator<void>(&live),
+                                                net::bind_executor(f.io, [&calls](error_code) {
+                                                  ++calls;
+                                                })));
+  };
+  auto throwing = [](auto&& token) {
+    return net::async_initiate<decltype(token), void(error_code)>(
+        [](auto&&) { throw std::runtime_error("initiation"); }, token);
+  };
+  auto dropping = [](auto&& token) {
+    return net::async_initiate<decltype(token), void(error_code)>(
+        [](auto&& h) { [[maybe_unused]] auto gone = std::move(h); }, token);
+  };
+  BOOST_CHECK_THROW(throwing(handler()), std::runtime_error);
+  BOOST_TEST(live == 0);
+  dropping(handler());
+  BOOST_TEST(live == 0);
+  f.settle();
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  f.advance(2h);
+  BOOST_TEST(calls == 0);
+}
+
 // The operation completes on one thread while its deadline fires on another: exactly
 // one completion, never a use of freed memory (the handler destroys the I/O object the
 // emission would reach), whatever the interleaving. Run under TSan by scripts/test.

@@ -138,14 +138,16 @@ private:
     // the operation does meanwhile (it may even complete on another thread).
     deadline_state* s = deadline_state_impl<decltype(op_allocator(handler))>::create(
         op_allocator(handler), shard, std::move(ex), type_);
-    struct release_on_exit {
+    struct release_if_thrown {
       deadline_state* s;
-      ~release_on_exit() { s->release(); }
+      ~release_if_thrown() {
+        if (s) s->release();
+      }
     } initiation_ref{s};
     cancel_after_handler<std::decay_t<Handler>> wrapped(std::forward<Handler>(handler), s);
     wrapped.forward_user_slot();
     std::forward<Init>(init)(std::move(wrapped), std::forward<Args>(args)...);
-    s->arm(deadline);
+    std::exchange(initiation_ref.s, nullptr)->arm_and_release(deadline);
   }
 
   Initiation initiation_;

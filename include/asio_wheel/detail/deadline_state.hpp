@@ -5,7 +5,10 @@
 // completes (or the handler is destroyed), the initiation one until it has put the
 // entry on the wheel, and a firing one from the moment the entry comes due until the
 // emission has run (or been skipped). The last one out frees the state with the
-// handler's allocator.
+// handler's allocator. The count is kept under the shard's lock, which each of those
+// steps takes anyway (to arm, to take the entry off, to queue or check the emission),
+// so it costs no read-modify-write of its own: a cancel_after pays two locked
+// instructions fewer than with an atomic count.
 //
 // Who emits: the shard's step, when the entry comes due (on_due, under the lock),
 // queues the state itself as an operation; its completion, outside the lock, emits
@@ -64,28 +67,47 @@ public:
   // The signal whose slot the operation sees; the user's own slot forwards to it.
   net::cancellation_signal signal;
 
-  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   // The wrapped handler's ref, taken while the initiation alone knows the state (before
   // the operation starts or the entry is armed): no other thread can count at once, so
-  // a plain increment does, not a read-modify-write (one locked instruction per
-  // cancel_after saved).
+  // it needs no lock.
   void add_handler_ref() noexcept {
-    assert(refs_.load(std::memory_order_relaxed) == 1 && !done_);
-    refs_.store(2, std::memory_order_relaxed);
+    assert(refs_ == 1 && !done_);
+    refs_ = 2;
   }
 
+  // Drops a ref, taking the lock: the initiation's when it threw before arming, the
+  // firing one after an emission or when it never ran, the handler's after waiting one out.
   void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) dealloc_(this);
+    bool last;
+    {
+      auto guard = shard_->lock();
+      last = drop_ref_locked();
+    }
+    if (last) dealloc_(this);
   }
 
-  // Puts the entry on the wheel for `t`, unless the operation already completed. If
-  // max_pending refuses it, the deadline counts as passed: it fires on the next step.
-  void arm(steady_time t) {
-    auto guard = shard_->lock();
-    if (done_ || shard_->shut_down_locked()) return;
-    counted_ = shard_->count_pending_locked();
-    shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
-    shard_->settle_moot_locked();
+  // Puts the entry on the wheel for `t`, unless the operation already completed, and
+  // drops the initiation's ref. If max_pending refuses the entry, the deadline counts
+  // as passed: it fires on the next step.
+  void arm_and_release(steady_time t) {
+    bool last = false;
+    {
+      auto guard = shard_->lock();
+      // Dropped under the lock even if scheduling throws. It is the last ref only when
+      // the operation already completed, and then nothing is scheduled, nothing throws,
+      // and the state is freed below.
+      struct drop_initiation_ref {
+        deadline_state& s;
+        bool& last;
+        ~drop_initiation_ref() { last = s.drop_ref_locked(); }
+      } drop{*this, last};
+      if (!done_ && !shard_->shut_down_locked()) {
+        counted_ = shard_->count_pending_locked();
+        shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
+        shard_->settle_moot_locked();
+      }
+    }
+    if (last) dealloc_(this);
   }
 
   // The operation completed (or its handler was destroyed): takes the entry off the
@@ -94,7 +116,7 @@ public:
   // outlives the caller's next steps), what the shard does on being left idle waits:
   // returns the shard, whose settle_idle() the caller must then call. Else nullptr.
   wheel_shard* finish(bool may_settle_later = false) noexcept {
-    bool wait = false;
+    bool wait = false, last = false;
     wheel_shard* settle = nullptr;
     {
       auto guard = shard_->lock();
@@ -110,10 +132,16 @@ public:
         }
       }
       wait = emitting_.load(std::memory_order_relaxed) && emitter_ != std::this_thread::get_id();
+      // While an emission runs its firing ref keeps the state; ours must too, until
+      // the wait below has read emitting_ for the last time.
+      if (!wait) last = drop_ref_locked();
     }
-    if (wait)
+    if (wait) {
       while (emitting_.load(std::memory_order_acquire)) std::this_thread::yield();
-    release();
+      release();
+    } else if (last) {
+      dealloc_(this);
+    }
     return settle;
   }
 
@@ -121,6 +149,10 @@ protected:
   ~deadline_state() = default; // through dealloc_ only
 
 private:
+  [[nodiscard]] bool drop_ref_locked() noexcept {
+    assert(refs_ > 0);
+    return --refs_ == 0;
+  }
 
   // Carries the firing ref to the I/O executor; gives it back if never run.
   class emitter {
@@ -150,7 +182,7 @@ private:
   static std::size_t due(due_entry& e, due_step& step) {
     auto& s = static_cast<deadline_state&>(e);
     s.settle_count_locked(op_result::success);
-    s.add_ref();
+    ++s.refs_; // the firing ref
     step.out.push_back(static_cast<wheel_op&>(s));
     return 1;
   }
@@ -174,27 +206,31 @@ private:
   // On the operation's I/O executor: emits unless the operation completed first.
   // Consumes the firing ref.
   void emit_now() {
-    bool emit = false;
+    bool emit = false, last = false;
     {
       auto guard = shard_->lock();
       if (!done_) {
         emit = true;
         emitter_ = std::this_thread::get_id();
         emitting_.store(true, std::memory_order_relaxed);
+      } else {
+        last = drop_ref_locked();
       }
     }
     if (emit) {
       signal.emit(type_);
       emitting_.store(false, std::memory_order_release);
+      release();
+    } else if (last) {
+      dealloc_(this);
     }
-    release();
   }
 
   wheel_shard* shard_;
   net::any_io_executor io_ex_;      // where emissions run
   net::cancellation_type type_;     // what they emit
   dealloc_func dealloc_;
-  std::atomic<unsigned> refs_{1};           // the initiation's, to start with
+  unsigned refs_ = 1;                       // under the lock: the initiation's, to start with
   std::atomic<bool> emitting_{false};       // set under the lock, cleared after emit
   std::thread::id emitter_;                 // under the lock: the emitting thread
   bool done_ = false;                       // under the lock: the operation completed
