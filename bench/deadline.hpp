@@ -32,8 +32,13 @@ namespace bench {
 //                  signal; the read completion cancels the timer, and the user's handler
 //                  runs once both the read and the timer's aborted wait have completed.
 //   asio_wheel   : asio_wheel::cancel_after(30s, handler)
-// The variants take turns, one repetition each, and a deadline's own cost (deadline_ns)
-// is the median over the turns of its time minus the no-deadline loop's in that turn.
+// The variants take turns in segments of w9_segment_ops reads, and a deadline's own cost
+// (deadline_ns) is the median over the segments of its time minus the no-deadline loop's
+// in the same turn.
+
+// Reads per turn: about 14-22 ms of this loop, far shorter than the slow spells of a
+// shared VM (seconds), so that a spell falls on the variants of a turn alike.
+constexpr std::size_t w9_segment_ops = 10000;
 
 struct w9_chain {
   asio::io_context* ctx = nullptr;
@@ -123,15 +128,23 @@ struct w9_variant {
   void (*start)(w9_chain&);
   asio::io_context ctx{1};
   asio::local::stream_protocol::socket wr{ctx}, rd{ctx};
-  std::vector<double> samples;
+  std::vector<double> samples;     // ns per read, per repetition
+  std::vector<double> segment_ns;  // ns per read, per segment of the recorded repetitions
   std::uint64_t errors = 0, short_by = 0;
+  std::unique_ptr<watchdog> dog;   // for the repetition under way
+  double rep_ns = 0;
 
   w9_variant(const char* i, const char* v, void (*s)(w9_chain&)) : impl(i), variant(v), start(s) {
     asio::local::connect_pair(wr, rd);
   }
 
-  void run_rep(const bench_run& b, int r) { // r = -1: warm-up, not recorded
-    const std::size_t ops = ops_in_rep(b.p.w9_ops, r);
+  void begin_rep() {
+    rep_ns = 0;
+    dog = std::make_unique<watchdog>(ctx, 600s);
+  }
+
+  // One segment: a chain of `ops` reads. Returns ns per read.
+  double run_segment(std::size_t ops) {
     w9_chain c;
     c.ctx = &ctx;
     c.wr = &wr;
@@ -139,23 +152,30 @@ struct w9_variant {
     c.target = ops;
     c.start = start;
     ctx.restart();
-    watchdog dog(ctx, 600s);
     double ns = time_ns([&] {
       c.next();
       ctx.run();
     });
-    bool hung = dog.disarm();
     // Leftovers (e.g. deadline entries) are cleared outside the timed region.
     ctx.restart();
     ctx.poll();
-    if (hung || c.completed != ops) short_by += ops - std::min<std::uint64_t>(ops, c.completed);
+    if (c.completed != ops) short_by += ops - std::min<std::uint64_t>(ops, c.completed);
     errors += c.errors;
-    if (r >= 0) samples.push_back(ns / double(ops));
+    rep_ns += ns;
+    return ns / double(ops);
   }
+
+  void end_rep(std::size_t ops, int r) { // r = -1: warm-up, not recorded
+    if (dog->disarm()) hung = true;
+    dog.reset();
+    if (r >= 0) samples.push_back(rep_ns / double(ops));
+  }
+  bool hung = false;                // the watchdog stopped a repetition
 
   row result(bench_run& b) const {
     const std::string what = std::string("W9 ") + impl + " " + variant;
     if (short_by) b.fail.add(what + ": " + std::to_string(short_by) + " reads never completed");
+    if (hung) b.fail.add(what + ": the watchdog stopped a repetition");
     if (errors) b.fail.add(what + ": " + std::to_string(errors) + " reads failed");
     auto s = summarize(samples);
     row out{"W9", impl, variant, b.p.w9_ops, s.min, s.median, NAN, ""};
@@ -177,23 +197,33 @@ inline void w9_run(bench_run& b) {
 #else
   std::printf("W9: asio_wheel/cancel_after.hpp not present yet; asio_wheel row skipped\n");
 #endif
-  // The variants take turns, a repetition each: the target is a ratio of differences
-  // between totals of 1.3-2.2 us, so a slow spell of this shared machine that fell on
-  // one variant's repetitions alone would move it by far more than the deadline costs.
-  for (int r = b.first_rep(); r < b.p.reps; ++r)
-    for (auto& v : variants) v->run_rep(b, r);
+  // The variants take turns, a segment each: the target is a ratio of differences
+  // between loops of 1.3-2.2 us a read, so a slow spell of this shared machine that fell
+  // on one variant's reads alone would move it by far more than the deadline costs.
+  for (int r = b.first_rep(); r < b.p.reps; ++r) {
+    const std::size_t ops = ops_in_rep(b.p.w9_ops, r);
+    for (auto& v : variants) v->begin_rep();
+    for (std::size_t done = 0; done < ops; done += w9_segment_ops) {
+      const std::size_t n = std::min(w9_segment_ops, ops - done);
+      for (auto& v : variants) {
+        const double ns = v->run_segment(n);
+        if (r >= 0) v->segment_ns.push_back(ns);
+      }
+    }
+    for (auto& v : variants) v->end_rep(ops, r);
+  }
   std::vector<row> g;
   for (const auto& v : variants) g.push_back(v->result(b));
-  // The deadline's own cost, per repetition: its time minus the no-deadline loop's in
-  // the same turn, then the median of those (deadline_ns). Paired so, a spell that
-  // slowed one turn cancels out; a difference of two medians would keep it.
+  // The deadline's own cost, per segment: its time minus the no-deadline loop's in the
+  // same turn, then the median of those (deadline_ns). Paired so, a spell that slowed
+  // one turn cancels out; a difference of two medians would keep it.
   if (variants.size() > 1 && variants.front()->impl == std::string("none")) {
     const w9_variant& none = *variants.front();
     double steady_ns = NAN;
     for (std::size_t i = 1; i < variants.size(); ++i) {
       std::vector<double> own;
-      for (std::size_t r = 0; r < variants[i]->samples.size(); ++r)
-        own.push_back(variants[i]->samples[r] - none.samples[r]);
+      for (std::size_t k = 0; k < variants[i]->segment_ns.size(); ++k)
+        own.push_back(variants[i]->segment_ns[k] - none.segment_ns[k]);
       const double median = summarize(own).median;
       g[i].extra += ";deadline_ns=" + fmt("%.1f", median);
       if (variants[i]->impl == std::string(impl_steady)) steady_ns = median;
