@@ -131,19 +131,17 @@ struct w9_variant {
   std::vector<double> samples;     // ns per read, per repetition
   std::vector<double> segment_ns;  // ns per read, per segment of the recorded repetitions
   std::uint64_t errors = 0, short_by = 0;
-  std::unique_ptr<watchdog> dog;   // for the repetition under way
-  double rep_ns = 0;
+  bool hung = false;               // the watchdog stopped a segment
+  double rep_ns = 0;               // the repetition under way, so far
 
   w9_variant(const char* i, const char* v, void (*s)(w9_chain&)) : impl(i), variant(v), start(s) {
     asio::local::connect_pair(wr, rd);
   }
 
-  void begin_rep() {
-    rep_ns = 0;
-    dog = std::make_unique<watchdog>(ctx, 600s);
-  }
+  void begin_rep() { rep_ns = 0; }
 
-  // One segment: a chain of `ops` reads. Returns ns per read.
+  // One segment: a chain of `ops` reads, watched on its own (a lost handler must not
+  // hang the run). Returns ns per read.
   double run_segment(std::size_t ops) {
     w9_chain c;
     c.ctx = &ctx;
@@ -152,10 +150,12 @@ struct w9_variant {
     c.target = ops;
     c.start = start;
     ctx.restart();
+    watchdog dog(ctx, 600s);
     double ns = time_ns([&] {
       c.next();
       ctx.run();
     });
+    if (dog.disarm()) hung = true;
     // Leftovers (e.g. deadline entries) are cleared outside the timed region.
     ctx.restart();
     ctx.poll();
@@ -166,16 +166,13 @@ struct w9_variant {
   }
 
   void end_rep(std::size_t ops, int r) { // r = -1: warm-up, not recorded
-    if (dog->disarm()) hung = true;
-    dog.reset();
     if (r >= 0) samples.push_back(rep_ns / double(ops));
   }
-  bool hung = false;                // the watchdog stopped a repetition
 
   row result(bench_run& b) const {
     const std::string what = std::string("W9 ") + impl + " " + variant;
     if (short_by) b.fail.add(what + ": " + std::to_string(short_by) + " reads never completed");
-    if (hung) b.fail.add(what + ": the watchdog stopped a repetition");
+    if (hung) b.fail.add(what + ": the watchdog stopped a segment");
     if (errors) b.fail.add(what + ": " + std::to_string(errors) + " reads failed");
     auto s = summarize(samples);
     row out{"W9", impl, variant, b.p.w9_ops, s.min, s.median, NAN, ""};
