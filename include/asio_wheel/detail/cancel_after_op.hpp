@@ -147,7 +147,8 @@ private:
     cancel_after_handler<std::decay_t<Handler>> wrapped(std::forward<Handler>(handler), s);
     wrapped.forward_user_slot();
     std::forward<Init>(init)(std::move(wrapped), std::forward<Args>(args)...);
-    std::exchange(initiation_ref.s, nullptr)->arm_and_release(deadline);
+    s->arm_and_release(deadline); // gives the initiation's ref back, unless it throws
+    initiation_ref.s = nullptr;
   }
 
   Initiation initiation_;

@@ -75,7 +75,7 @@ public:
     refs_ = 2;
   }
 
-  // Drops a ref, taking the lock: the initiation's when it threw before arming, the
+  // Drops a ref, taking the lock: the initiation's when it or the arming threw, the
   // firing one after an emission or when it never ran, the handler's after waiting one out.
   void release() noexcept {
     bool last;
@@ -87,25 +87,19 @@ public:
   }
 
   // Puts the entry on the wheel for `t`, unless the operation already completed, and
-  // drops the initiation's ref. If max_pending refuses the entry, the deadline counts
-  // as passed: it fires on the next step.
+  // drops the initiation's ref: the last one only when the operation completed already.
+  // If max_pending refuses the entry, the deadline counts as passed: it fires on the
+  // next step. If scheduling throws, the ref is still the caller's to give back.
   void arm_and_release(steady_time t) {
-    bool last = false;
+    bool last;
     {
       auto guard = shard_->lock();
-      // Dropped under the lock even if scheduling throws. It is the last ref only when
-      // the operation already completed, and then nothing is scheduled, nothing throws,
-      // and the state is freed below.
-      struct drop_initiation_ref {
-        deadline_state& s;
-        bool& last;
-        ~drop_initiation_ref() { last = s.drop_ref_locked(); }
-      } drop{*this, last};
       if (!done_ && !shard_->shut_down_locked()) {
         counted_ = shard_->count_pending_locked();
         shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
         shard_->settle_moot_locked();
       }
+      last = drop_ref_locked();
     }
     if (last) dealloc_(this);
   }

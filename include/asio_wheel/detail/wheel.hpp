@@ -51,11 +51,10 @@
 // for the whole wheel, a slot's chains were as uneven as chance made them (W11's
 // level-0 slots: about 17 entries, some chains empty and some of four or five) and its
 // walk as long as its longest chain (W11 expire at 1M: 7-11% slower, taking turns in
-// one process). New entries, linked from
-// the staging array, take one turn for the whole wheel (new_turn_), whose next chain is
-// known before the entry's slot: the link asks for the chain's tail first, and a slot's
-// turn would put a load before that (10 more instructions an insert, W11 insert 8.3
-// -> 9.1 ns).
+// one process). New entries, linked from the staging array, take one turn for the
+// whole wheel (new_turn_), whose next chain is known before the entry's slot: the link
+// asks for the chain's tail first, and a slot's turn would put a load before that (10
+// more instructions an insert, W11 insert 8.3 -> 9.1 ns).
 //
 // Staging (Netty's wheel queues new timeouts too, for the same reason). An entry bound
 // for a slot is not linked at once: it waits, unplaced, in a small array (staged_), and
