@@ -132,16 +132,13 @@ struct w9_variant {
   std::vector<double> segment_ns;  // ns per read, per segment of the recorded repetitions
   std::uint64_t errors = 0, short_by = 0;
   bool hung = false;               // the watchdog stopped a segment
-  double rep_ns = 0;               // the repetition under way, so far
 
   w9_variant(const char* i, const char* v, void (*s)(w9_chain&)) : impl(i), variant(v), start(s) {
     asio::local::connect_pair(wr, rd);
   }
 
-  void begin_rep() { rep_ns = 0; }
-
   // One segment: a chain of `ops` reads, watched on its own (a lost handler must not
-  // hang the run). Returns ns per read.
+  // hang the run). Returns its ns.
   double run_segment(std::size_t ops) {
     w9_chain c;
     c.ctx = &ctx;
@@ -161,12 +158,7 @@ struct w9_variant {
     ctx.poll();
     if (c.completed != ops) short_by += ops - std::min<std::uint64_t>(ops, c.completed);
     errors += c.errors;
-    rep_ns += ns;
-    return ns / double(ops);
-  }
-
-  void end_rep(std::size_t ops, int r) { // r = -1: warm-up, not recorded
-    if (r >= 0) samples.push_back(rep_ns / double(ops));
+    return ns;
   }
 
   row result(bench_run& b) const {
@@ -197,17 +189,20 @@ inline void w9_run(bench_run& b) {
   // The variants take turns, a segment each: the target is a ratio of differences
   // between loops of 1.3-2.2 us a read, so a slow spell of this shared machine that fell
   // on one variant's reads alone would move it by far more than the deadline costs.
-  for (int r = b.first_rep(); r < b.p.reps; ++r) {
+  for (int r = b.first_rep(); r < b.p.reps; ++r) { // r = -1: warm-up, not recorded
     const std::size_t ops = ops_in_rep(b.p.w9_ops, r);
-    for (auto& v : variants) v->begin_rep();
+    std::vector<double> rep_ns(variants.size(), 0.0);
     for (std::size_t done = 0; done < ops; done += w9_segment_ops) {
       const std::size_t n = std::min(w9_segment_ops, ops - done);
-      for (auto& v : variants) {
-        const double ns = v->run_segment(n);
-        if (r >= 0) v->segment_ns.push_back(ns);
+      for (std::size_t i = 0; i < variants.size(); ++i) {
+        const double ns = variants[i]->run_segment(n);
+        rep_ns[i] += ns;
+        if (r >= 0) variants[i]->segment_ns.push_back(ns / double(n));
       }
     }
-    for (auto& v : variants) v->end_rep(ops, r);
+    if (r >= 0)
+      for (std::size_t i = 0; i < variants.size(); ++i)
+        variants[i]->samples.push_back(rep_ns[i] / double(ops));
   }
   std::vector<row> g;
   for (const auto& v : variants) g.push_back(v->result(b));
