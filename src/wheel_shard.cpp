@@ -207,22 +207,13 @@ void wheel_shard::on_driver(const error_code& ec) {
   run_step(step_cause::driver_fired);
 }
 
-namespace {
-
-// The shard whose step this thread is running, if any: work that a handler of that step
-// queues on the same shard (a take served at once, a wait whose expiry has passed) joins
-// the running step instead of posting one. Other threads still post, so that a long
-// handler in one step never holds back completions queued elsewhere.
-thread_local const wheel_shard* step_on_this_thread = nullptr;
-
-} // namespace
-
 void wheel_shard::post_step_locked() {
-  if (step_on_this_thread == this) return; // the running step will see it (run_step)
-  post_step_now_locked();
-}
-
-void wheel_shard::post_step_now_locked() {
+  // Also while this thread runs a step of this shard, whose next round picks the work
+  // up itself (run_step): a chain (a handler starting an operation that completes at
+  // once) still runs in that step, and one posted step at a time covers all that the
+  // step's handlers queue meanwhile (step_posted_). Without it, a handler that blocks
+  // until such an operation completes (a use_future get) would wait for the step it
+  // runs in; as with a steady_timer's wait, another thread running the context serves it.
   if (step_posted_ || !executor_) return;
   step_posted_ = true;
   net::post(executor_, [this] { run_step(step_cause::posted); });
@@ -232,19 +223,16 @@ void wheel_shard::run_step(step_cause cause) {
   auto guard = lock();
   if (shut_down_) return;
   if (cause == step_cause::posted) step_posted_ = false;
-  // While this thread runs the step, what its handlers queue on this shard joins the
-  // step (post_step_locked). If anything throws (a handler, in invoke), what is left
-  // (requeued by invoke) gets a posted step.
+  // If anything throws (a handler, in invoke), what is left (requeued by invoke) gets a
+  // posted step.
   struct step_scope {
     wheel_shard& self;
     guard_type& guard;
-    const wheel_shard* outer = std::exchange(step_on_this_thread, &self);
     const int exceptions = std::uncaught_exceptions();
     ~step_scope() {
-      step_on_this_thread = outer;
       if (std::uncaught_exceptions() <= exceptions) return;
       if (!guard.owns_lock()) guard.lock();
-      if (!self.shut_down_ && self.has_work_locked()) self.post_step_now_locked();
+      if (!self.shut_down_ && self.has_work_locked()) self.post_step_locked();
     }
   } scope{*this, guard};
 
@@ -293,7 +281,7 @@ void wheel_shard::run_step(step_cause cause) {
     if (armed_ == never_tick && wheel_.slotted() != 0) arm_locked();
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.
-    if (left == 0 && has_work_locked()) post_step_now_locked();
+    if (left == 0 && has_work_locked()) post_step_locked();
     // An empty batch with budget left means collect found nothing ready or due.
     if (batch.empty()) return;
     guard.unlock();
@@ -303,7 +291,7 @@ void wheel_shard::run_step(step_cause cause) {
     // Left by the budget, or requeued after an exception that an executor captured
     // (which ends the step): a posted step. Otherwise the step's own handlers queued it.
     if (left == 0 || !whole) {
-      post_step_now_locked();
+      post_step_locked();
       return;
     }
   }

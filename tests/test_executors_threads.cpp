@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -387,4 +388,54 @@ BOOST_AUTO_TEST_CASE(the_unsafe_concurrency_hint_works_on_one_thread) {
   t.async_wait([&](error_code ec) { fired += !ec; });
   io.run();
   BOOST_TEST(fired == 1);
+}
+
+// A handler that the wheel's step runs starts an operation that completes at once (a
+// wait whose expiry has passed, a wait it cancels, a take of an element already due),
+// then blocks until it has completed. On a context run by two threads the other thread
+// must be able to complete it, as it would a steady_timer's wait, so a step may not keep
+// what its handlers queue to itself. Before the fix the step picked such an operation up
+// only after the blocked handler returned: a deadlock (ctest's timeout).
+BOOST_AUTO_TEST_CASE(a_step_handler_blocking_on_an_operation_it_started_is_served_by_another_thread) {
+  asio::io_context io(2);
+  asio_wheel::wheel_service& svc = asio_wheel::install(io, manual_options());
+  asio_wheel::timer a(io, 2ms), b(io, std::chrono::steady_clock::time_point{}),
+      c(io, std::chrono::hours(1));
+  asio_wheel::delay_queue<int> q(io);
+  q.push(7, 1ms);
+  int served = 0;
+  a.async_wait([&](error_code ec) {
+    BOOST_TEST(!ec);
+    b.async_wait(asio::use_future).get(); // its expiry has passed
+    std::future<void> cancelled = c.async_wait(asio::use_future);
+    c.cancel();
+    BOOST_CHECK_THROW(cancelled.get(), system_error);
+    BOOST_TEST(q.async_take(asio::use_future).get() == 7); // came due before a did
+    served = 3;
+  });
+  svc.advance(2ms);
+  std::thread other([&] { io.run(); });
+  io.run();
+  other.join();
+  BOOST_TEST(served == 3);
+}
+
+// The same on one thread, with the handler running the context itself until the
+// operation it started has completed (a nested run_one, which Asio allows and a
+// steady_timer's wait survives): the posted step is there for it to run.
+BOOST_AUTO_TEST_CASE(a_step_handler_running_the_context_completes_what_it_started) {
+  asio::io_context io;
+  asio_wheel::wheel_service& svc = asio_wheel::install(io, manual_options());
+  asio_wheel::timer a(io, 1ms), b(io, std::chrono::steady_clock::time_point{});
+  bool inner = false, outer = false;
+  a.async_wait([&](error_code ec) {
+    BOOST_TEST(!ec);
+    b.async_wait([&](error_code e) { inner = !e; });
+    while (!inner) io.run_one();
+    outer = true;
+  });
+  svc.advance(1ms);
+  io.run();
+  BOOST_TEST(inner);
+  BOOST_TEST(outer);
 }

@@ -359,11 +359,8 @@ private:
   bool disarm_wanted_locked() const noexcept;
   void disarm_when_idle_locked();
   void arm_locked();
-  // Makes sure a step runs soon: posts one, unless one is posted already or this thread
-  // runs a step of this shard, which picks the work up itself.
+  // Makes sure a step runs soon: posts one, unless one is posted already.
   void post_step_locked();
-  // Posts a step unless one is posted already.
-  void post_step_now_locked();
   void on_driver(const error_code& ec);
   void run_step(step_cause cause);
   // Moves ready and due operations into `batch`, about `budget` (> 0) of them (a timer's
