@@ -238,10 +238,11 @@ void wheel_shard::run_step(step_cause cause) {
 
   // Rounds of collect and invoke, at most expiry_batch completions in all, beyond what
   // was ready when the step began: a chain (a handler starting an operation that
-  // completes at once) runs here, without a post and the reactor round trip that comes
-  // with it; past the budget, the rest waits for a posted step, behind the context's
-  // other work. A step with nothing chained takes the lock twice: to collect, and to
-  // see that nothing is left.
+  // completes at once) runs here, without a post per element and the reactor round trip
+  // that comes with each (post_step_locked posts one step for all that the step's
+  // handlers queue); past the budget, the rest waits for that posted step, behind the
+  // context's other work. A step with nothing chained takes the lock twice: to collect,
+  // and to see that nothing is left.
   constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
   std::size_t left = options_.expiry_batch == 0 ? unlimited : options_.expiry_batch;
   // What was ready when the step began (aborted and refused operations, takes that
