@@ -223,8 +223,9 @@ void wheel_shard::run_step(step_cause cause) {
   auto guard = lock();
   if (shut_down_) return;
   if (cause == step_cause::posted) step_posted_ = false;
-  // If anything throws (a handler, in invoke), what is left (requeued by invoke) gets a
-  // posted step.
+  // If anything throws, what is left gets a posted step: invoke's requeue posts one for
+  // a handler's exception, and this scope covers the rest of the step (collecting, which
+  // may move an inline op into a block of the per-thread cache, and arming the driver).
   struct step_scope {
     wheel_shard& self;
     guard_type& guard;
