@@ -13,8 +13,9 @@ void timer_state::start_wait(wheel_op& op) {
 std::size_t timer_state::cancel_locking() {
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
-  set_may_have_waits(false);
-  return shard.abort_all_locked(*this);
+  const std::size_t n = shard.abort_all_locked(*this);
+  set_may_have_waits(false); // after: if the abort throws, the waits are still there
+  return n;
 }
 
 std::size_t timer_state::cancel_one() {
@@ -30,8 +31,8 @@ std::size_t timer_state::cancel_one() {
 std::size_t timer_state::expires_at_locking(steady_time t) {
   wheel_shard& shard = this->shard();
   auto guard = shard.lock();
-  set_may_have_waits(false);
   const std::size_t n = shard.abort_all_locked(*this);
+  set_may_have_waits(false); // after: if the abort throws, the waits are still there
   set_expiry(t);
   return n;
 }

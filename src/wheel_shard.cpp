@@ -81,7 +81,10 @@ wheel_shard::index_lease::~index_lease() { indexes().give_back(value); }
 void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
   auto guard = lock();
   // After shutdown the shard keeps no executor: nothing may outlive the services.
-  if (!has_executor_.load(std::memory_order_relaxed) && !shut_down_) executor_ = context_ex;
+  if (!has_executor_.load(std::memory_order_relaxed) && !shut_down_) {
+    executor_ = context_ex;
+    if (const auto* io = target_of<net::io_context::executor_type>(executor_)) io_executor_ = *io;
+  }
   has_executor_.store(true, std::memory_order_release);
 }
 
@@ -169,15 +172,25 @@ void wheel_shard::disarm_when_idle_locked() {
   // Posted, not at once: a request loop that removes its deadline and adds the next
   // one (cancel_after) would otherwise re-arm the timerfd on every request.
   if (disarm_wanted_locked()) {
-    disarm_posted_ = true;
-    net::post(executor_, [this] {
+    post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
       if (shut_down_ || armed_ == never_tick || wheel_.slotted() != 0) return;
       armed_ = never_tick;
       if (driver_) driver_->cancel();
     });
+    disarm_posted_ = true; // only once posted: a post that throws leaves none
   }
+}
+
+template <class F>
+void wheel_shard::post_in_locked(post_memory& memory, F f) {
+  // The handler takes the lock that the caller holds now, so the flag that the caller
+  // sets once this returns is set before the handler reads it. Posts never run inline.
+  if (io_executor_)
+    net::post(*io_executor_, posted_in<F>{&memory, std::move(f)});
+  else
+    net::post(executor_, std::move(f));
 }
 
 void wheel_shard::arm_locked() {
@@ -190,10 +203,13 @@ void wheel_shard::arm_locked() {
     return;
   }
   if (!driver_) driver_.emplace(executor_);
-  armed_ = next;
   // Re-arming cancels the previous wait; its handler then sees operation_aborted.
+  // armed_ names the new tick only once its wait is started: if async_wait throws
+  // (its operation's allocation), nothing is armed, and the next arm tries again.
+  armed_ = never_tick;
   driver_->expires_at(clock_.tick_time(next));
   driver_->async_wait([this](const error_code& ec) { on_driver(ec); });
+  armed_ = next;
 }
 
 void wheel_shard::on_driver(const error_code& ec) {
@@ -215,8 +231,8 @@ void wheel_shard::post_step_locked() {
   // until such an operation completes (a use_future get) would wait for the step it
   // runs in; as with a steady_timer's wait, another thread running the context serves it.
   if (step_posted_ || !executor_) return;
-  step_posted_ = true;
-  net::post(executor_, [this] { run_step(step_cause::posted); });
+  post_in_locked(step_memory_, [this] { run_step(step_cause::posted); });
+  step_posted_ = true; // only once posted: after a post that threw, the next call posts
 }
 
 void wheel_shard::run_step(step_cause cause) {
@@ -408,6 +424,7 @@ void wheel_shard::shutdown() {
     driver.swap(driver_);
     work.swap(work_);
     executor.swap(executor_);
+    io_executor_.reset();
     has_executor_.store(true, std::memory_order_release);
   }
   // Destroyed outside the lock: a handler's destructor may destroy I/O objects that

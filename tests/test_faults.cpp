@@ -8,7 +8,9 @@
 //  - max_pending reached under load: the extra waits complete with too_many_timers
 //    (never inside async_wait), the accepted ones complete normally;
 //  - a shard's constructor throws std::bad_alloc (its wheel's slots): install throws,
-//    and the shard's process-wide index is free again for the next one.
+//    and the shard's process-wide index is free again for the next one;
+//  - a step cannot be posted (the executor throws std::bad_alloc): the cancel or
+//    advance that asked for it throws, nothing is lost, and the next post catches up.
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
@@ -249,6 +251,112 @@ BOOST_AUTO_TEST_CASE(bad_alloc_in_async_wait) {
   BOOST_TEST(invoked_bad == 0);
   BOOST_TEST(svc.stats().expired == 3u);
   BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// ---- a step that cannot be posted ------------------------------------------------------
+
+namespace {
+
+// An io_context's executor whose execute() throws std::bad_alloc while *fail is set: a
+// user's executor type inside any_io_executor, the one case where the wheel posts its
+// steps on the user's executor (context_executor.hpp), and so the way to make a step's
+// post fail here. (On an io_context itself a step's post allocates nothing: it uses the
+// shard's own memory, see detail/post_memory.hpp and test_internals.)
+struct flaky_executor {
+  asio::io_context::executor_type inner;
+  const bool* fail;
+
+  asio::execution_context& query(asio::execution::context_t) const noexcept {
+    return inner.context();
+  }
+  static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+    return asio::execution::blocking.never;
+  }
+  flaky_executor require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
+  template <class F>
+  void execute(F&& f) const {
+    if (*fail) throw std::bad_alloc();
+    const auto never = asio::require(inner, asio::execution::blocking.never);
+#if ASIO_WHEEL_ASIO_VERSION >= 102600
+    never.execute(std::forward<F>(f));
+#else
+    asio::execution::execute(never, std::forward<F>(f)); // the member is private before 1.26
+#endif
+  }
+  friend bool operator==(const flaky_executor& a, const flaky_executor& b) noexcept {
+    return a.inner == b.inner && a.fail == b.fail;
+  }
+  friend bool operator!=(const flaky_executor& a, const flaky_executor& b) noexcept {
+    return !(a == b);
+  }
+};
+
+// Calls f with *fail set; returns whether it threw std::bad_alloc.
+template <class F>
+bool throws_bad_alloc_while(bool& fail, F f) {
+  fail = true;
+  bool threw = false;
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  fail = false;
+  return threw;
+}
+
+} // namespace
+
+// A cancel whose step cannot be posted throws and changes nothing: the wait is still
+// pending, and a cancel after it aborts the wait once. Before, the waits moved to the
+// ready queue and the shard counted a step as posted: no step ever came, and the aborted
+// handler was lost.
+BOOST_AUTO_TEST_CASE(a_cancel_whose_step_cannot_be_posted_changes_nothing) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+  int aborted = 0, other = 0;
+  t.async_wait([&](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; });
+  const auto before = svc.stats();
+  BOOST_TEST(before.pending == 1u);
+
+  BOOST_TEST(throws_bad_alloc_while(fail, [&] { t.cancel(); }));
+  BOOST_TEST(same(svc.stats(), before));
+  io.poll();
+  BOOST_TEST(aborted + other == 0);
+
+  BOOST_TEST(t.cancel() == 1u);
+  io.restart();
+  io.poll();
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(other == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+  BOOST_TEST(svc.stats().cancelled == 1u);
+}
+
+// An advance whose step cannot be posted throws; the waits it made due stay due, and the
+// next call that needs a step (here an advance by nothing) posts it. Before, the shard
+// counted the failed post as posted and never posted another: the waits never completed.
+BOOST_AUTO_TEST_CASE(an_advance_whose_step_cannot_be_posted_is_caught_up_by_the_next_post) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+  int fired = 0;
+  t.async_wait([&](error_code ec) { fired += !ec; });
+
+  BOOST_TEST(throws_bad_alloc_while(fail, [&] { svc.advance(10ms); }));
+  io.poll();
+  BOOST_TEST(fired == 0);
+  BOOST_TEST(svc.stats().pending == 1u);
+
+  svc.advance(0ms);
+  io.restart();
+  io.poll();
+  BOOST_TEST(fired == 1);
+  BOOST_TEST(svc.stats().pending == 0u);
+  BOOST_TEST(svc.stats().expired == 1u);
 }
 
 // ---- the io_context destroyed with a million waits pending ------------------------------

@@ -52,6 +52,7 @@
 #define ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
 
 #include <asio_wheel/detail/context_executor.hpp>
+#include <asio_wheel/detail/post_memory.hpp>
 #include <asio_wheel/detail/shard_mutex.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 #include <asio_wheel/detail/wheel_clock.hpp>
@@ -361,6 +362,9 @@ private:
   void arm_locked();
   // Makes sure a step runs soon: posts one, unless one is posted already.
   void post_step_locked();
+  // Posts f on the context's executor, its operation in `memory` on an io_context.
+  template <class F>
+  void post_in_locked(post_memory& memory, F f);
   void on_driver(const error_code& ec);
   void run_step(step_cause cause);
   // Moves ready and due operations into `batch`, about `budget` (> 0) of them (a timer's
@@ -391,6 +395,11 @@ private:
 
   std::atomic<bool> has_executor_{false};
   net::any_io_executor executor_;     // the context's plain one
+  // executor_'s target when the context is an io_context (else empty): posts go through
+  // it with their post_memory, which any_io_executor would not pass on to Asio.
+  std::optional<net::io_context::executor_type> io_executor_;
+  post_memory step_memory_;           // the posted step's operation (step_posted_)
+  post_memory disarm_memory_;         // the posted disarm's (disarm_posted_)
   net::any_io_executor work_;         // tracked while anything is pending
   std::optional<net::steady_timer> driver_;
   tick_t armed_ = never_tick;         // the tick the driver is armed for
@@ -468,10 +477,11 @@ inline bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op,
 inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
   assert(!shut_down_); // nothing would ever complete or destroy it
   assert(!op.is_inline());
+  // The step first: if its post throws, the op is not queued (the caller still has it).
+  post_step_locked();
   op.set_result(r);
   ready_.push_back(op);
   ++ready_count_;
-  post_step_locked();
 }
 
 inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
@@ -512,11 +522,13 @@ inline std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& o
 
 inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
   if (list.ops.empty()) return 0;
+  // The step first: if its post throws, the waits stay as they were (a cancel that
+  // throws changed nothing). And before the pending count's work is released, so that
+  // the context never sees zero outstanding work (and stops) while aborted handlers are
+  // queued. The step takes the lock held here: it sees what follows.
+  post_step_locked();
   const std::size_t n = take_all_locked(list, ready_, op_result::aborted);
   ready_count_ += n;
-  // Post before releasing the pending count's work, so that the context never sees
-  // zero outstanding work (and stops) while aborted handlers are queued.
-  post_step_locked();
   uncount_pending_locked(op_result::aborted, n);
   unschedule_locked(list);
   return n;
