@@ -12,8 +12,11 @@
 // one buffer each serves every post: the flag is cleared only by the posted handler
 // itself, after Asio gave the buffer back.
 //
-// Only io_context's executor honours the handler's allocator when posting; another
-// context's (or a user's executor behind any_io_executor) allocates its own way.
+// A shard uses it on an io_context, the usual context, whose executor takes a posted
+// handler's operation from the handler's allocator. On another context (a thread_pool,
+// a user's executor behind any_io_executor) the shard posts through any_io_executor,
+// which allocates its own way, and a post may throw: the shard then leaves its flags
+// as if nothing was posted, so that the next call posts (wheel_shard::post_in_locked).
 #ifndef ASIO_WHEEL_DETAIL_POST_MEMORY_HPP
 #define ASIO_WHEEL_DETAIL_POST_MEMORY_HPP
 
