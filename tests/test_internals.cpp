@@ -218,6 +218,7 @@ BOOST_AUTO_TEST_CASE(post_memory_serves_an_io_context_post_posted_from_its_own_h
   net::post(io.get_executor(), posted_in<again>{&memory, again{io, memory, runs}});
   io.run();
   BOOST_TEST(runs == 1000);
+  BOOST_TEST(memory.allocations() == 1000u); // Asio asked it for every post
   BOOST_TEST(memory.heap_allocations() == 0u);
 
   // Two at once: the second is the heap's, and both are given back (post_memory's
@@ -226,6 +227,7 @@ BOOST_AUTO_TEST_CASE(post_memory_serves_an_io_context_post_posted_from_its_own_h
   auto count = [&done] { ++done; };
   net::post(io.get_executor(), posted_in<decltype(count)>{&memory, count});
   net::post(io.get_executor(), posted_in<decltype(count)>{&memory, count});
+  BOOST_TEST(memory.allocations() == 1002u);
   BOOST_TEST(memory.heap_allocations() == 1u);
   io.restart();
   io.run();

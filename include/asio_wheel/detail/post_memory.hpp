@@ -42,6 +42,7 @@ public:
   ~post_memory() { assert(!in_use_.load(std::memory_order_relaxed)); }
 
   void* allocate(std::size_t bytes, std::size_t align) {
+    ++allocations_;
     // Only one allocation at a time can want the buffer (the owner posts under its lock,
     // one handler at a time); acquire pairs with the release of the deallocation that
     // freed it, which another thread may have made.
@@ -60,13 +61,16 @@ public:
       ::operator delete(p);
   }
 
-  // How many requests the buffer could not serve (for the tests: none on an io_context).
+  // How many allocations it made, and how many of them the buffer could not serve (for
+  // the tests: Asio asks it for an io_context's posts, and the buffer serves them).
+  std::size_t allocations() const noexcept { return allocations_; }
   std::size_t heap_allocations() const noexcept { return heap_allocations_; }
 
 private:
   alignas(std::max_align_t) unsigned char buffer_[buffer_size];
   std::atomic<bool> in_use_{false};
-  std::size_t heap_allocations_ = 0; // under the owner's lock, as allocate is
+  std::size_t allocations_ = 0;      // under the owner's lock, as allocate is
+  std::size_t heap_allocations_ = 0; // the same
 };
 
 // The allocator that hands out a post_memory.
