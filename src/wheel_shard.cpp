@@ -81,10 +81,7 @@ wheel_shard::index_lease::~index_lease() { indexes().give_back(value); }
 void wheel_shard::use_context_executor(const net::any_io_executor& context_ex) {
   auto guard = lock();
   // After shutdown the shard keeps no executor: nothing may outlive the services.
-  if (!has_executor_.load(std::memory_order_relaxed) && !shut_down_) {
-    executor_ = context_ex;
-    if (const auto* io = target_of<net::io_context::executor_type>(executor_)) io_executor_ = *io;
-  }
+  if (!has_executor_.load(std::memory_order_relaxed) && !shut_down_) executor_ = context_ex;
   has_executor_.store(true, std::memory_order_release);
 }
 
@@ -187,8 +184,10 @@ template <class F>
 void wheel_shard::post_in_locked(post_memory& memory, F f) {
   // The handler takes the lock that the caller holds now, so the flag that the caller
   // sets once this returns is set before the handler reads it. Posts never run inline.
-  if (io_executor_)
-    net::post(*io_executor_, posted_in<F>{&memory, std::move(f)});
+  // On an io_context, through its own executor type: any_io_executor would not pass the
+  // handler's allocator (the post_memory) on to Asio.
+  if (const auto* io = target_of<net::io_context::executor_type>(executor_))
+    net::post(*io, posted_in<F>{&memory, std::move(f)});
   else
     net::post(executor_, std::move(f));
 }
@@ -424,7 +423,6 @@ void wheel_shard::shutdown() {
     driver.swap(driver_);
     work.swap(work_);
     executor.swap(executor_);
-    io_executor_.reset();
     has_executor_.store(true, std::memory_order_release);
   }
   // Destroyed outside the lock: a handler's destructor may destroy I/O objects that

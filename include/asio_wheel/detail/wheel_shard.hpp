@@ -395,9 +395,6 @@ private:
 
   std::atomic<bool> has_executor_{false};
   net::any_io_executor executor_;     // the context's plain one
-  // executor_'s target when the context is an io_context (else empty): posts go through
-  // it with their post_memory, which any_io_executor would not pass on to Asio.
-  std::optional<net::io_context::executor_type> io_executor_;
   post_memory step_memory_;           // the posted step's operation (step_posted_)
   post_memory disarm_memory_;         // the posted disarm's (disarm_posted_)
   net::any_io_executor work_;         // tracked while anything is pending
