@@ -66,8 +66,10 @@ struct periodic_state : due_entry {
   // Pending ticks complete with operation_aborted; returns how many.
   std::size_t cancel() {
     auto guard = shard->lock();
+    // The ticks first: if the abort's post throws, the schedule is still there too.
+    const std::size_t n = shard->abort_all_locked(ticks);
     shard->unschedule_locked(*this);
-    return shard->abort_all_locked(ticks);
+    return n;
   }
 
   // Restarts the schedule: the next tick is due at now + period.
