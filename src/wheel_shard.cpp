@@ -109,6 +109,16 @@ void wheel_shard::unschedule_locked(shard_entry& e) {
   disarm_when_idle_locked();
 }
 
+void wheel_shard::unschedule_undoing_locked(shard_entry& e) noexcept {
+  wheel_.remove(e);
+  try {
+    disarm_when_idle_locked();
+  } catch (...) {
+    // Its post threw (a user's executor; on an io_context it cannot). The driver stays
+    // armed: it fires once for nothing, and until then it keeps run() from returning.
+  }
+}
+
 void wheel_shard::settle_idle() {
   // False once a settle or an arm since (settle_moot_locked) covered this caller's
   // deferral: both ran under the lock after it. A stale true only costs the lock.
@@ -137,10 +147,26 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
 
 void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
   assert(holds(list, op));
-  list.ops.remove(op);
-  complete_soon_locked(own_locked(list, op), op_result::aborted);
+  // What may throw first, with the op still waiting: the step's post, then its move
+  // out of the owner's buffer. A cancel that throws changes nothing.
+  post_step_locked();
+  wheel_op& leaving = op.is_inline() ? *own_inline_locked(list) : op;
+  list.ops.remove(leaving);
+  complete_soon_locked(leaving, op_result::aborted);
   uncount_pending_locked(op_result::aborted);
   if (list.ops.empty()) unschedule_locked(list);
+}
+
+void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noexcept {
+  assert(guard.owns_lock() && holds(list, op) && stats_.pending > 0);
+  list.ops.remove(op);
+  if (op.is_inline()) list.set_holds_inline_op(false);
+  // count_pending_locked undone: not counted as cancelled, it never was pending.
+  --stats_.pending;
+  if (options_.max_pending != 0) pending_total_.fetch_sub(1, std::memory_order_relaxed);
+  if (stats_.pending == 0) work_ = net::any_io_executor();
+  if (list.ops.empty() && list.linked()) unschedule_undoing_locked(list);
+  discard(guard, op);
 }
 
 bool wheel_shard::cancel_op(const op_cancellation& c) {
@@ -203,11 +229,23 @@ void wheel_shard::arm_locked() {
   }
   if (!driver_) driver_.emplace(executor_);
   // Re-arming cancels the previous wait; its handler then sees operation_aborted.
-  // armed_ names the new tick only once its wait is started: if async_wait throws
-  // (its operation's allocation), nothing is armed, and the next arm tries again.
+  // armed_ names the new tick only once its wait is started.
   armed_ = never_tick;
   driver_->expires_at(clock_.tick_time(next));
-  driver_->async_wait([this](const error_code& ec) { on_driver(ec); });
+  auto on_fired = [this](const error_code& ec) { on_driver(ec); };
+  try {
+    // Its operation in the driver's own memory: from the heap only while the wait
+    // cancelled just now still holds that (until its handler has run).
+    driver_->async_wait(posted_in<decltype(on_fired)>{&driver_memory_, on_fired});
+  } catch (...) {
+    // That allocation failed, and nothing wakes the wheel now: expires_at cancelled the
+    // armed wait. A step arms again when it ends (run_step), and on an io_context its
+    // post cannot fail (post_memory): the call that armed goes on as if armed, and the
+    // step tries again, and again while memory is exhausted. Only if that post throws
+    // too (a user's executor) does the exception reach the caller.
+    post_step_locked();
+    return;
+  }
   armed_ = next;
 }
 
@@ -222,14 +260,8 @@ void wheel_shard::on_driver(const error_code& ec) {
   run_step(step_cause::driver_fired);
 }
 
-void wheel_shard::post_step_locked() {
-  // Also while this thread runs a step of this shard, whose next round picks the work
-  // up itself (run_step): a chain (a handler starting an operation that completes at
-  // once) still runs in that step, and one posted step at a time covers all that the
-  // step's handlers queue meanwhile (step_posted_). Without it, a handler that blocks
-  // until such an operation completes (a use_future get) would wait for the step it
-  // runs in; as with a steady_timer's wait, another thread running the context serves it.
-  if (step_posted_ || !executor_) return;
+void wheel_shard::post_new_step_locked() {
+  assert(!step_posted_ && executor_);
   post_in_locked(step_memory_, [this] { run_step(step_cause::posted); });
   step_posted_ = true; // only once posted: after a post that threw, the next call posts
 }
@@ -360,7 +392,15 @@ std::size_t wheel_shard::collect_locked(op_queue& batch, steady_time now, std::s
     due_step step{*this, batch, budget - taken, now};
     if (entry->is_wait_list()) {
       // Only a timer's list has a deadline (the others are parked): it expired.
-      taken += timer_state::expired(static_cast<timer_state&>(*entry), step);
+      try {
+        taken += timer_state::expired(static_cast<timer_state&>(*entry), step);
+      } catch (...) {
+        // Its op could not move out of the timer's buffer (bad_alloc), and nothing left
+        // the list: it is due again, ops and all, for the step that the step's scope
+        // posts (run_step).
+        if (!entry->linked()) wheel_.relink(*entry);
+        throw;
+      }
     } else {
       auto& due = static_cast<due_entry&>(*entry);
       assert(due.on_due != nullptr);

@@ -10,7 +10,9 @@
 //  - a shard's constructor throws std::bad_alloc (its wheel's slots): install throws,
 //    and the shard's process-wide index is free again for the next one;
 //  - a step cannot be posted (the executor throws std::bad_alloc): the cancel or
-//    advance that asked for it throws, nothing is lost, and the next post catches up.
+//    advance that asked for it throws, nothing is lost, and the next post catches up;
+//    a wait, tick or take that asked for it throws and leaves no trace;
+//  - operator new fails for the driver's re-arm: a posted step arms it instead.
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
@@ -383,6 +385,152 @@ BOOST_AUTO_TEST_CASE(an_advance_whose_step_cannot_be_posted_is_caught_up_by_the_
   BOOST_TEST(svc.stats().expired == 1u);
 }
 
+namespace {
+
+// A handler that counts its invocations and the destructions of its last owner.
+struct counted_handler {
+  int* invoked;
+  int* destroyed;
+  counted_handler(int* i, int* d) noexcept : invoked(i), destroyed(d) {}
+  counted_handler(counted_handler&& o) noexcept : invoked(o.invoked), destroyed(o.destroyed) {
+    o.destroyed = nullptr;
+  }
+  counted_handler(const counted_handler&) = delete;
+  ~counted_handler() {
+    if (destroyed) ++*destroyed;
+  }
+  template <class... Args>
+  void operator()(Args&&...) {
+    ++*invoked;
+  }
+};
+
+} // namespace
+
+// A wait whose expiry has passed needs a step at once. If its post throws, async_wait
+// throws and the wait leaves no trace: not pending, its handler destroyed and never
+// invoked, as with Asio's own initiating functions. Before, the wait stayed on the wheel
+// while the caller saw the exception, and the next step completed it after all. Both
+// kinds of op: one in the timer's buffer, and one in memory of its own.
+BOOST_AUTO_TEST_CASE(a_wait_whose_step_cannot_be_posted_leaves_no_trace) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 0ms);
+  int invoked = 0, destroyed = 0;
+  const auto before = svc.stats();
+
+  fail = true;
+  BOOST_CHECK_THROW(t.async_wait(counted_handler(&invoked, &destroyed)), std::bad_alloc);
+  fail = false;
+  BOOST_TEST(same(svc.stats(), before));
+  BOOST_TEST(destroyed == 1);
+
+  // The same with an op in memory of its own (a handler with an allocator of its own).
+  fail = true;
+  BOOST_CHECK_THROW(t.async_wait(asio::bind_allocator(std::allocator<void>(),
+                                                      counted_handler(&invoked, &destroyed))),
+                    std::bad_alloc);
+  fail = false;
+  BOOST_TEST(same(svc.stats(), before));
+  BOOST_TEST(destroyed == 2);
+  io.poll();
+  BOOST_TEST(invoked == 0);
+
+  // The timer works as before: a wait now completes once.
+  int later = 0;
+  t.async_wait([&](error_code ec) { later += !ec; });
+  io.restart();
+  io.poll();
+  BOOST_TEST(later == 1);
+  BOOST_TEST(invoked == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// cancel_one whose step cannot be posted throws and changes nothing: the first wait,
+// in the timer's buffer, still waits, and the next cancel_one aborts it, not the second.
+// Before, the op left its queue before the post threw and was lost.
+BOOST_AUTO_TEST_CASE(a_cancel_one_whose_step_cannot_be_posted_changes_nothing) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+  std::vector<int> order;
+  t.async_wait([&](error_code ec) { order.push_back(ec ? -1 : 1); });
+  t.async_wait([&](error_code ec) { order.push_back(ec ? -2 : 2); });
+  const auto before = svc.stats();
+
+  fail = true;
+  BOOST_CHECK_THROW(t.cancel_one(), std::bad_alloc);
+  fail = false;
+  BOOST_TEST(same(svc.stats(), before));
+
+  BOOST_TEST(t.cancel_one() == 1u);
+  io.poll();
+  svc.advance(10ms);
+  io.restart();
+  io.poll();
+  BOOST_TEST(order == (std::vector<int>{-1, 2}));
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// A tick whose time has passed when it is asked for needs a step at once. If its post
+// throws, async_tick throws and leaves no trace: the schedule is not on the wheel, the
+// handler destroyed and never invoked, and the next async_tick gets the tick.
+BOOST_AUTO_TEST_CASE(a_tick_whose_step_cannot_be_posted_leaves_no_trace) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::periodic_timer p(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}),
+                               10ms);
+  svc.advance(10ms); // the first tick's time passes with no async_tick asking for it
+  io.poll();
+  int invoked = 0, destroyed = 0;
+  const auto before = svc.stats();
+
+  fail = true;
+  BOOST_CHECK_THROW(p.async_tick(counted_handler(&invoked, &destroyed)), std::bad_alloc);
+  fail = false;
+  BOOST_TEST(same(svc.stats(), before));
+  BOOST_TEST(destroyed == 1);
+
+  int ticked = 0;
+  p.async_tick([&](error_code ec, std::uint64_t) { ticked += !ec; });
+  io.restart();
+  io.poll();
+  BOOST_TEST(ticked == 1);
+  BOOST_TEST(invoked == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// A take served at once (an element has expired) whose step cannot be posted throws, and
+// the element stays in the queue for the next take. Before, the element had moved into
+// the take's op, which was then neither queued nor destroyed: both were lost.
+BOOST_AUTO_TEST_CASE(a_take_whose_step_cannot_be_posted_leaves_the_element) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio_wheel::delay_queue<int> q(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}));
+  q.push(7, 1ms);
+  svc.advance(1ms);
+  io.poll();
+  int invoked = 0, destroyed = 0;
+
+  fail = true;
+  BOOST_CHECK_THROW(q.async_take(counted_handler(&invoked, &destroyed)), std::bad_alloc);
+  fail = false;
+  BOOST_TEST(destroyed == 1);
+  BOOST_TEST(q.size() == 1u);
+
+  int got = 0;
+  q.async_take([&](error_code ec, int v) { got = ec ? -1 : v; });
+  io.restart();
+  io.poll();
+  BOOST_TEST(got == 7);
+  BOOST_TEST(invoked == 0);
+  BOOST_TEST(q.size() == 0u);
+}
+
 // ---- the io_context destroyed with a million waits pending ------------------------------
 
 namespace {
@@ -632,4 +780,133 @@ BOOST_AUTO_TEST_CASE(a_shard_that_fails_to_build_gives_its_index_back) {
   t.async_wait([&](error_code ec) { done += !ec; });
   failed.run();
   BOOST_TEST(done == 1);
+}
+
+// ---- std::bad_alloc from operator new, for the driver's wait ----------------------------
+
+// Plain operator new fails while this is set; every other form of new and delete is
+// replaced with it, so that memory from the sanitizers' runtimes never meets ours.
+static std::atomic<bool> fail_plain_new{false};
+
+static void* plain_new(std::size_t n) {
+  if (fail_plain_new.load()) throw std::bad_alloc();
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n) { return plain_new(n); }
+void* operator new[](std::size_t n) { return plain_new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return plain_new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  return operator new(n, t);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+
+// Arming the driver for an earlier tick cancels its armed wait, whose operation holds
+// the driver's memory until its handler runs: the new wait's operation comes from the
+// heap. When that fails, the wait that asked for the earlier tick is still started (a
+// step is posted instead, which arms the driver when it runs), and both waits complete.
+// Real time, but nothing measured: the near wait is 1 ms away, and run_one_for waits for
+// it.
+BOOST_AUTO_TEST_CASE(a_driver_that_cannot_arm_is_armed_by_a_step) {
+  asio::io_context io(1);
+  auto& svc = asio_wheel::install(io, {}); // steady time: only then is there a driver
+  asio_wheel::timer far(io, 1h), near(io, 1ms);
+  error_code far_ec, near_ec = asio::error::would_block;
+  far.async_wait([&](error_code ec) { far_ec = ec; }); // the driver armed for 1 h
+  // The waits live in their timers (small handlers): the driver's is the only allocation.
+  // Boost.Test's own reports allocate, so the flag is cleared before any check.
+  bool threw = false;
+  fail_plain_new = true;
+  try {
+    near.async_wait([&](error_code ec) { near_ec = ec; });
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  fail_plain_new = false;
+  BOOST_TEST(!threw);
+  BOOST_TEST(svc.stats().pending == 2u);
+  // Bounded, so that a driver left unarmed fails the test instead of hanging it.
+  for (int i = 0; i < 100 && near_ec == asio::error::would_block; ++i) io.run_one_for(1s);
+  BOOST_TEST(!near_ec);
+  BOOST_TEST(far.cancel() == 1u);
+  io.run();
+  BOOST_TEST(far_ec == asio::error::operation_aborted);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// A timer's first wait lives in the timer; to leave it (cancelled or expired) the op
+// moves to memory of its own, from the thread's op cache or operator new. When that
+// fails, a cancel throws and changes nothing, and an expiry leaves run() with bad_alloc
+// and comes again on the next step: the wait is neither lost nor completed twice. Before,
+// both took the op off its timer first and lost it. On a thread of its own, whose op
+// cache (and the depot behind it) the test empties for the op's size class first.
+BOOST_AUTO_TEST_CASE(an_op_that_cannot_leave_its_timer_stays_and_completes_later) {
+  using asio_wheel::detail::op_memory_allocate;
+  using asio_wheel::detail::op_memory_deallocate;
+  bool cancel_threw = false, expiry_threw = false;
+  std::size_t pending_after_cancel = 0, pending_after_expiry = 0, cancelled = 0;
+  int fired = 0, fired_after_expiry = -1;
+  std::thread([&] {
+    asio::io_context io(1);
+    auto& svc = asio_wheel::install(io, manual());
+    asio_wheel::timer t(io, 10ms);
+    int aborted = 0;
+    // Two references: a 32-byte op, one size class.
+    t.async_wait([&fired, &aborted](error_code ec) { ++(ec ? aborted : fired); });
+    constexpr std::size_t op_bytes = 32;
+    std::vector<void*> held;
+    held.reserve(100'000); // more than a thread's list and the depot hold of one class
+    auto fail_from_now = [&] {
+      fail_plain_new = true;
+      while (held.size() < held.capacity()) {
+        try {
+          held.push_back(op_memory_allocate(op_bytes));
+        } catch (const std::bad_alloc&) {
+          break;
+        }
+      }
+    };
+
+    fail_from_now();
+    try {
+      t.cancel();
+    } catch (const std::bad_alloc&) {
+      cancel_threw = true;
+    }
+    fail_plain_new = false;
+    pending_after_cancel = svc.stats().pending;
+
+    svc.advance(10ms);
+    fail_from_now();
+    try {
+      io.poll();
+    } catch (const std::bad_alloc&) {
+      expiry_threw = true;
+    }
+    fail_plain_new = false;
+    pending_after_expiry = svc.stats().pending;
+    fired_after_expiry = fired;
+    io.restart();
+    io.poll();
+    cancelled = svc.stats().cancelled + static_cast<std::size_t>(aborted);
+    for (void* p : held) op_memory_deallocate(p, op_bytes);
+  }).join();
+  BOOST_TEST(cancel_threw);
+  BOOST_TEST(pending_after_cancel == 1u);
+  BOOST_TEST(expiry_threw);
+  BOOST_TEST(pending_after_expiry == 1u);
+  BOOST_TEST(fired_after_expiry == 0);
+  BOOST_TEST(fired == 1);
+  BOOST_TEST(cancelled == 0u);
 }

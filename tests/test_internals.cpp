@@ -243,6 +243,56 @@ BOOST_AUTO_TEST_CASE(post_memory_serves_an_io_context_post_posted_from_its_own_h
   BOOST_TEST(memory.heap_allocations() == 2u);
 }
 
+// The shard's driver, a steady_timer on the context's any_io_executor, takes its wait's
+// operation from a post_memory too (wheel_shard::arm_locked): re-armed from its own
+// handler, every wait is the buffer's; re-armed while armed, the cancelled wait still
+// holds the buffer until its handler has run, and the new one is the heap's.
+BOOST_AUTO_TEST_CASE(post_memory_serves_a_steady_timer_wait_armed_from_its_own_handler) {
+  using asio_wheel::detail::post_memory;
+  using asio_wheel::detail::posted_in;
+  net::io_context io(1);
+  post_memory memory;
+  net::steady_timer timer(net::any_io_executor(io.get_executor()));
+  int fired = 0;
+  // One pointer, as the driver's handler is (the shard's `this`).
+  struct again {
+    struct loop {
+      net::steady_timer& timer;
+      post_memory& memory;
+      int fired;
+    }* on;
+    void operator()(const asio_wheel::error_code& ec) const {
+      if (ec || ++on->fired == 100) return;
+      on->timer.expires_after(0ms);
+      on->timer.async_wait(posted_in<again>{&on->memory, *this});
+    }
+  };
+  again::loop l{timer, memory, 0};
+  timer.expires_after(0ms);
+  timer.async_wait(posted_in<again>{&memory, again{&l}});
+  io.run();
+  fired = l.fired;
+  BOOST_TEST(fired == 100);
+  BOOST_TEST(memory.allocations() == 100u);
+  BOOST_TEST(memory.heap_allocations() == 0u);
+
+  int counts[2] = {0, 0}; // aborted, done
+  auto count = [c = counts](const asio_wheel::error_code& ec) {
+    c[ec == net::error::operation_aborted ? 0 : 1]++;
+  };
+  int& aborted = counts[0];
+  int& done = counts[1];
+  timer.expires_after(1h);
+  timer.async_wait(posted_in<decltype(count)>{&memory, count});
+  timer.expires_after(0ms);
+  timer.async_wait(posted_in<decltype(count)>{&memory, count});
+  BOOST_TEST(memory.heap_allocations() == 1u);
+  io.restart();
+  io.run();
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(done == 1);
+}
+
 BOOST_AUTO_TEST_CASE(op_queue_behaves_as_a_fifo_under_every_operation) {
   using queue = asio_wheel::detail::intrusive_queue<queue_node>;
   std::vector<queue_node> nodes(64);

@@ -266,7 +266,13 @@ private:
       }
       return false;
     }
-    // Completed and destroyed only in memory of its own (see wheel_op::is_inline).
+    if (a == action::destroy && self->is_inline()) {
+      // One that was never admitted (admit refused or undid it), still in its owner's
+      // buffer, which is the owner's to reuse: nothing to free.
+      self->~handler_op();
+      return false;
+    }
+    // Completed only in memory of its own (see wheel_op::is_inline).
     assert(!self->is_inline());
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));

@@ -232,6 +232,8 @@ public:
   intrusive_queue& operator=(const intrusive_queue&) = delete;
 
   bool empty() const noexcept { return tail_ == nullptr; }
+  // Whether it holds exactly one node.
+  bool single() const noexcept { return tail_ != nullptr && tail_->next() == tail_; }
   iterator begin() noexcept { return iterator(tail_ ? tail_->next() : nullptr, tail_); }
   iterator end() noexcept { return iterator(nullptr, tail_); }
   T& front() noexcept {

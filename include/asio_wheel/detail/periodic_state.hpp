@@ -57,10 +57,19 @@ struct periodic_state : due_entry {
   std::uint64_t rng = 0;        // splitmix64 state of the jitter
 
   // Admits `op` (an async_tick) and, if no tick is scheduled, schedules the next one.
+  // If it throws (a post on a user's executor), `op` is destroyed and the timer is as
+  // it was.
   void start_tick(wheel_op& op) {
     auto guard = shard->lock();
     if (!shard->admit(guard, ticks, op, steady_time::max())) return;
-    if (!linked()) schedule_next_locked();
+    if (linked()) return;
+    try {
+      schedule_next_locked();
+    } catch (...) {
+      shard->unschedule_undoing_locked(*this);
+      shard->withdraw(guard, ticks, op);
+      throw;
+    }
   }
 
   // Pending ticks complete with operation_aborted; returns how many.

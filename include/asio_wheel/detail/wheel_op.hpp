@@ -39,7 +39,8 @@ class wheel_op : public queue_hook {
 public:
   enum class action : std::uint8_t {
     complete,          // free the op, then deliver the handler with result()
-    destroy,           // free the op without invoking the handler (shutdown)
+    destroy,           // free the op without invoking the handler (shutdown, or
+                       // admission refused or undone: then perhaps an inline op)
     is_cancelled_by,   // arg: an op_cancellation; whether it is this op's
     move_cancellation, // arg: a wait_list; this op's cancellation handler reaches it there
     relocate           // arg: a relocation; the op moves there (only an inline op)

@@ -258,6 +258,9 @@ public:
   }
   // Unlinks `e` (no effect if it is not linked).
   void unschedule_locked(shard_entry& e);
+  // The same, undoing a call that threw (whose exception must go on): if the disarm's
+  // post throws too, the driver is left armed, to fire once for nothing.
+  void unschedule_undoing_locked(shard_entry& e) noexcept;
   // The same, but what the shard does on being left idle waits for settle_idle(): see
   // uncount_pending_locked's `idle`.
   void unschedule_settling_later_locked(shard_entry& e) noexcept {
@@ -283,19 +286,51 @@ public:
   // Admits `op` to `list`: counted pending (holding the context's work), and `list`
   // linked for `when` if it was not. False if it was not admitted: after shutdown the op
   // is destroyed (with `guard` released first: a handler's destructor may call back in),
-  // and over max_pending it completes with too_many_timers on the next step.
+  // and over max_pending it completes with too_many_timers on the next step. If it
+  // throws (a post or an allocation failed), the op was not admitted either: it is
+  // destroyed so, and the shard is as it was. The initiating function throws then, and
+  // its handler is never invoked, as with Asio's own.
   bool admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when);
+  // For an initiation whose next step after admit threw (scheduling its owner): `op`
+  // leaves `list` uncounted, as if never admitted, and is destroyed as admit does. Call
+  // it from the catch handler, then rethrow. `op` is the last op of `list`.
+  void withdraw(guard_type& guard, wait_list& list, wheel_op& op) noexcept;
+  // For an initiation that failed before its op was admitted: destroys `op`, with
+  // `guard` released first. Call it from the catch handler, then rethrow.
+  static void discard(guard_type& guard, wheel_op& op) noexcept {
+    guard.unlock();
+    op.destroy();
+  }
+  // Makes sure a step runs soon: posts one, unless one is posted already. If the post
+  // throws (only on a user's executor: see post_memory), no step is counted as posted.
+  // Inline, as the test is all that most calls do (a chain's takes, a cancel's).
+  //
+  // Also while this thread runs a step of this shard, whose next round picks the work
+  // up itself (run_step): a chain (a handler starting an operation that completes at
+  // once) still runs in that step, and one posted step at a time covers all that the
+  // step's handlers queue meanwhile (step_posted_). Without it, a handler that blocks
+  // until such an operation completes (a use_future get) would wait for the step it
+  // runs in; as with a steady_timer's wait, another thread running the context serves it.
+  void post_step_locked() {
+    if (!step_posted_ && executor_) post_new_step_locked();
+  }
   // Completes `op`, which never waited (refused, or served at once), with `r` on the
   // next step: as if by post, never inline. Not after shutdown.
   void complete_soon_locked(wheel_op& op, op_result r);
-  // `op`, leaving `list` (or refused by it), in memory of its own: an inline op is
-  // relocated out of the owner's buffer, which is then free.
+  // `op`, refused by `list` (never on its queue), in memory of its own: an inline op is
+  // relocated out of the owner's buffer, which is then free. If that throws, `op` is
+  // as it was.
   wheel_op& own_locked(wait_list& list, wheel_op& op) {
     if (!op.is_inline()) return op;
     wheel_op& moved = op.relocate(nullptr);
     list.set_holds_inline_op(false);
     return moved;
   }
+  // Before an op leaves `list`: the op of `list` that lives in the owner's buffer, if
+  // any, moves to memory of its own at its place in the queue; returns it there (null
+  // if there was none). If the move throws (bad_alloc), the queue is as it was, so that
+  // a cancel that throws changes nothing and an expiry that throws loses no op.
+  wheel_op* own_inline_locked(wait_list& list);
   // Every op of `list` leaves, in order, with `r`, into `out` (each in memory of its
   // own); returns how many. The list is left empty but linked: the caller unlinks it.
   std::size_t take_all_locked(wait_list& list, op_queue& out, op_result r);
@@ -360,8 +395,8 @@ private:
   bool disarm_wanted_locked() const noexcept;
   void disarm_when_idle_locked();
   void arm_locked();
-  // Makes sure a step runs soon: posts one, unless one is posted already.
-  void post_step_locked();
+  // post_step_locked's post.
+  void post_new_step_locked();
   // Posts f on the context's executor, its operation in `memory` on an io_context.
   template <class F>
   void post_in_locked(post_memory& memory, F f);
@@ -397,6 +432,7 @@ private:
   net::any_io_executor executor_;     // the context's plain one
   post_memory step_memory_;           // the posted step's operation (step_posted_)
   post_memory disarm_memory_;         // the posted disarm's (disarm_posted_)
+  post_memory driver_memory_;         // the driver's wait operation (armed_)
   net::any_io_executor work_;         // tracked while anything is pending
   std::optional<net::steady_timer> driver_;
   tick_t armed_ = never_tick;         // the tick the driver is armed for
@@ -422,21 +458,23 @@ private:
 // ---- inline: the members on every wait's path (start, expire, cancel) ----
 
 inline bool wheel_shard::count_pending_locked() {
+  // A pending wait is outstanding work of the context, as with steady_timer: held as
+  // one tracked executor while anything is pending (and, after an uncount that settles
+  // later, until settle_idle). Taken first: if that throws, nothing is counted.
+  const bool takes_work = stats_.pending == 0 && work_ == nullptr;
+  if (takes_work) work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
   if (options_.max_pending != 0) {
     // One limit over all shards: claim a place in the service's count.
     std::size_t n = pending_total_.load(std::memory_order_relaxed);
     do {
       if (n >= options_.max_pending) {
         ++stats_.rejected;
+        if (takes_work) work_ = net::any_io_executor();
         return false;
       }
     } while (!pending_total_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
   }
-  // A pending wait is outstanding work of the context, as with steady_timer: held as
-  // one tracked executor while anything is pending (and, after an uncount that settles
-  // later, until settle_idle).
-  if (stats_.pending++ == 0 && work_ == nullptr)
-    work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
+  ++stats_.pending;
   return true;
 }
 
@@ -456,19 +494,69 @@ inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n,
 inline bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op, steady_time when) {
   assert(guard.owns_lock() && list.linked() == !list.ops.empty());
   if (shut_down_) {
-    wheel_op& own = own_locked(list, op);
-    guard.unlock();
-    own.destroy();
+    discard(guard, op);
     return false;
   }
-  if (!count_pending_locked()) {
-    complete_soon_locked(own_locked(list, op), op_result::too_many);
-    return false;
+  try {
+    if (!count_pending_locked()) {
+      // The step first: if its post throws, the op is still as the caller made it.
+      post_step_locked();
+      complete_soon_locked(own_locked(list, op), op_result::too_many);
+      return false;
+    }
+  } catch (...) {
+    discard(guard, op);
+    throw;
   }
   list.ops.push_back(op);
   if (op.is_inline()) list.set_holds_inline_op(true);
-  if (!list.linked()) schedule_locked(list, when);
+  if (!list.linked()) {
+    // Scheduling may post a step (a passed expiry) or arm the driver, and a post on a
+    // user's executor may throw (on an io_context neither can: see arm_locked).
+    try {
+      schedule_locked(list, when);
+    } catch (...) {
+      withdraw(guard, list, op);
+      throw;
+    }
+  }
   return true;
+}
+
+inline wheel_op* wheel_shard::own_inline_locked(wait_list& list) {
+  if (!list.holds_inline_op()) return nullptr;
+  if (list.ops.single()) {
+    // The common case (a timer's one wait): it moves, then the queue holds it there.
+    wheel_op& moved = list.ops.front().relocate(nullptr);
+    list.ops.clear();
+    list.ops.push_back(moved);
+    list.set_holds_inline_op(false);
+    return &moved;
+  }
+  // The ops ahead of it go to `ahead` (almost always none: the inline op is a timer's
+  // first wait), then it leaves the queue to move, and all goes back in order.
+  op_queue ahead;
+  while (!list.ops.front().is_inline()) {
+    wheel_op& op = list.ops.front();
+    list.ops.pop_front();
+    ahead.push_back(op);
+  }
+  wheel_op& pinned = list.ops.front();
+  list.ops.pop_front();
+  wheel_op* moved = &pinned;
+  try {
+    moved = &pinned.relocate(nullptr);
+  } catch (...) {
+    ahead.push_back(pinned); // relocate left it as it was
+    ahead.append(list.ops);
+    list.ops.swap(ahead);
+    throw;
+  }
+  ahead.push_back(*moved);
+  ahead.append(list.ops);
+  list.ops.swap(ahead);
+  list.set_holds_inline_op(false);
+  return moved;
 }
 
 inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
@@ -483,9 +571,9 @@ inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
 
 inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
   assert(!list.ops.empty());
-  wheel_op& front = list.ops.front();
+  if (list.ops.front().is_inline()) own_inline_locked(list);
+  wheel_op& op = list.ops.front();
   list.ops.pop_front();
-  wheel_op& op = own_locked(list, front);
   op.set_result(op_result::success);
   out.push_back(op);
   uncount_pending_locked(op_result::success);
@@ -493,20 +581,10 @@ inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
 }
 
 inline std::size_t wheel_shard::take_all_locked(wait_list& list, op_queue& out, op_result r) {
+  own_inline_locked(list);
   std::size_t n = 0;
-  if (!list.holds_inline_op()) {
-    for (wheel_op& op : list.ops) op.set_result(r), ++n;
-    out.append(list.ops);
-    return n;
-  }
-  while (!list.ops.empty()) {
-    wheel_op& front = list.ops.front();
-    list.ops.pop_front();
-    wheel_op& op = own_locked(list, front);
-    op.set_result(r);
-    out.push_back(op);
-    ++n;
-  }
+  for (wheel_op& op : list.ops) op.set_result(r), ++n;
+  out.append(list.ops);
   return n;
 }
 
