@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -264,19 +263,18 @@ struct delay_queue_state : due_entry {
 
   // Admits `op` (an async_take). Served at once, as if by post, when elements have
   // expired and no take is ahead in line: then it never counts as pending.
-  // If it throws (a post on a user's executor, or T's move), `op` is destroyed and
-  // the queue is as it was.
+  // If it throws (a post on a user's executor), `op` is destroyed and the queue is as
+  // it was.
   void start_take(take_op<T>& op) {
     auto guard = shard->lock();
     if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked()) {
       try {
-        // The step first, then the element: each leaves all as it was if it throws.
-        shard->post_step_locked();
-        hand_front_locked(op);
+        shard->post_step_locked(); // first: if it throws, the element stays queued
       } catch (...) {
         wheel_shard::discard(guard, op);
         throw;
       }
+      hand_front_locked(op);
       shard->complete_soon_locked(op, op_result::success); // the step is posted already
       return;
     }
@@ -319,16 +317,10 @@ struct delay_queue_state : due_entry {
   }
 
   // Moves the earliest expired element into `op` and gives its node back (lock held).
-  // If T's move throws, the element stays where it was.
   void hand_front_locked(take_op<T>& op) {
     node& n = expired.top();
-    if constexpr (std::is_nothrow_move_constructible_v<T>) {
-      expired.pop(); // first: top's lookup is still at hand
-      op.value.emplace(std::move(*n.value));
-    } else {
-      op.value.emplace(std::move(*n.value));
-      expired.pop();
-    }
+    expired.pop();
+    op.value.emplace(std::move(*n.value)); // T's move does not throw (basic_delay_queue)
     release_locked(n);
   }
 
