@@ -293,17 +293,23 @@ struct flaky_executor {
   }
 };
 
+// A manual-clock context whose wheel posts its steps on a flaky_executor: I/O objects
+// built on flaky() fail to post while `fail` is set.
+struct flaky_context {
+  asio::io_context io{1};
+  asio_wheel::wheel_service& svc = asio_wheel::install(io, manual());
+  bool fail = false;
+  asio::any_io_executor flaky() { return flaky_executor{io.get_executor(), &fail}; }
+};
+
 } // namespace
 
 // A cancel whose step cannot be posted throws and changes nothing: the wait is still
 // pending, and a cancel after it aborts the wait once. Before, the waits moved to the
 // ready queue and the shard counted a step as posted: no step ever came, and the aborted
 // handler was lost.
-BOOST_AUTO_TEST_CASE(a_cancel_whose_step_cannot_be_posted_changes_nothing) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+BOOST_FIXTURE_TEST_CASE(a_cancel_whose_step_cannot_be_posted_changes_nothing, flaky_context) {
+  asio_wheel::timer t(flaky(), 10ms);
   int aborted = 0, other = 0;
   t.async_wait([&](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; });
   const auto before = svc.stats();
@@ -328,12 +334,9 @@ BOOST_AUTO_TEST_CASE(a_cancel_whose_step_cannot_be_posted_changes_nothing) {
 // The same for a periodic timer, whose cancel also takes its schedule off the wheel:
 // a cancel that throws leaves the pending tick and the schedule, and the tick after a
 // cancel that went through is aborted once, with the schedule gone (nothing fires).
-BOOST_AUTO_TEST_CASE(a_periodic_cancel_whose_step_cannot_be_posted_changes_nothing) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::periodic_timer p(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}),
-                               10ms);
+BOOST_FIXTURE_TEST_CASE(a_periodic_cancel_whose_step_cannot_be_posted_changes_nothing,
+                        flaky_context) {
+  asio_wheel::periodic_timer p(flaky(), 10ms);
   int aborted = 0, ticked = 0;
   auto on_tick = [&](error_code ec, std::uint64_t) {
     (ec == asio::error::operation_aborted ? aborted : ticked)++;
@@ -362,11 +365,9 @@ BOOST_AUTO_TEST_CASE(a_periodic_cancel_whose_step_cannot_be_posted_changes_nothi
 // An advance whose step cannot be posted throws; the waits it made due stay due, and the
 // next call that needs a step (here an advance by nothing) posts it. Before, the shard
 // counted the failed post as posted and never posted another: the waits never completed.
-BOOST_AUTO_TEST_CASE(an_advance_whose_step_cannot_be_posted_is_caught_up_by_the_next_post) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+BOOST_FIXTURE_TEST_CASE(an_advance_whose_step_cannot_be_posted_is_caught_up_by_the_next_post,
+                        flaky_context) {
+  asio_wheel::timer t(flaky(), 10ms);
   int fired = 0;
   t.async_wait([&](error_code ec) { fired += !ec; });
 
@@ -412,11 +413,8 @@ struct counted_handler {
 // invoked, as with Asio's own initiating functions. Before, the wait stayed on the wheel
 // while the caller saw the exception, and the next step completed it after all. Both
 // kinds of op: one in the timer's buffer, and one in memory of its own.
-BOOST_AUTO_TEST_CASE(a_wait_whose_step_cannot_be_posted_leaves_no_trace) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 0ms);
+BOOST_FIXTURE_TEST_CASE(a_wait_whose_step_cannot_be_posted_leaves_no_trace, flaky_context) {
+  asio_wheel::timer t(flaky(), 0ms);
   int invoked = 0, destroyed = 0;
   const auto before = svc.stats();
 
@@ -450,11 +448,8 @@ BOOST_AUTO_TEST_CASE(a_wait_whose_step_cannot_be_posted_leaves_no_trace) {
 // cancel_one whose step cannot be posted throws and changes nothing: the first wait,
 // in the timer's buffer, still waits, and the next cancel_one aborts it, not the second.
 // Before, the op left its queue before the post threw and was lost.
-BOOST_AUTO_TEST_CASE(a_cancel_one_whose_step_cannot_be_posted_changes_nothing) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::timer t(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}), 10ms);
+BOOST_FIXTURE_TEST_CASE(a_cancel_one_whose_step_cannot_be_posted_changes_nothing, flaky_context) {
+  asio_wheel::timer t(flaky(), 10ms);
   std::vector<int> order;
   t.async_wait([&](error_code ec) { order.push_back(ec ? -1 : 1); });
   t.async_wait([&](error_code ec) { order.push_back(ec ? -2 : 2); });
@@ -477,12 +472,8 @@ BOOST_AUTO_TEST_CASE(a_cancel_one_whose_step_cannot_be_posted_changes_nothing) {
 // A tick whose time has passed when it is asked for needs a step at once. If its post
 // throws, async_tick throws and leaves no trace: the schedule is not on the wheel, the
 // handler destroyed and never invoked, and the next async_tick gets the tick.
-BOOST_AUTO_TEST_CASE(a_tick_whose_step_cannot_be_posted_leaves_no_trace) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::periodic_timer p(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}),
-                               10ms);
+BOOST_FIXTURE_TEST_CASE(a_tick_whose_step_cannot_be_posted_leaves_no_trace, flaky_context) {
+  asio_wheel::periodic_timer p(flaky(), 10ms);
   svc.advance(10ms); // the first tick's time passes with no async_tick asking for it
   io.poll();
   int invoked = 0, destroyed = 0;
@@ -506,11 +497,8 @@ BOOST_AUTO_TEST_CASE(a_tick_whose_step_cannot_be_posted_leaves_no_trace) {
 // A take served at once (an element has expired) whose step cannot be posted throws, and
 // the element stays in the queue for the next take. Before, the element had moved into
 // the take's op, which was then neither queued nor destroyed: both were lost.
-BOOST_AUTO_TEST_CASE(a_take_whose_step_cannot_be_posted_leaves_the_element) {
-  asio::io_context io(1);
-  auto& svc = asio_wheel::install(io, manual());
-  bool fail = false;
-  asio_wheel::delay_queue<int> q(asio::any_io_executor(flaky_executor{io.get_executor(), &fail}));
+BOOST_FIXTURE_TEST_CASE(a_take_whose_step_cannot_be_posted_leaves_the_element, flaky_context) {
+  asio_wheel::delay_queue<int> q(flaky());
   q.push(7, 1ms);
   svc.advance(1ms);
   io.poll();
