@@ -266,14 +266,6 @@ private:
       }
       return false;
     }
-    if (a == action::destroy && self->is_inline()) {
-      // One that was never admitted (admit refused or undid it), still in its owner's
-      // buffer, which is the owner's to reuse: nothing to free.
-      self->~handler_op();
-      return false;
-    }
-    // Completed only in memory of its own (see wheel_op::is_inline).
-    assert(!self->is_inline());
     // Move what the upcall needs out of the op and free its memory first.
     Handler handler(std::move(self->handler_));
     auto work = self->take_work();
@@ -284,9 +276,17 @@ private:
       std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
     };
     if (a != action::complete) {
+      if (self->is_inline()) {
+        // Destroyed without having been admitted (admit refused or undid it), still in
+        // its owner's buffer, which is the owner's to reuse: nothing to free.
+        self->~handler_op();
+        return false;
+      }
       release();
       return false;
     }
+    // Completed only in memory of its own (see wheel_op::is_inline).
+    assert(!self->is_inline());
     auto values = self->take_values();
     release();
     if constexpr (std::is_void_v<WorkExecutor>) {
