@@ -158,13 +158,11 @@ void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
 }
 
 void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noexcept {
-  assert(guard.owns_lock() && holds(list, op) && stats_.pending > 0);
+  assert(guard.owns_lock() && holds(list, op));
   list.ops.remove(op);
   if (op.is_inline()) list.set_holds_inline_op(false);
-  // count_pending_locked undone: not counted as cancelled, it never was pending.
-  --stats_.pending;
-  if (options_.max_pending != 0) pending_total_.fetch_sub(1, std::memory_order_relaxed);
-  if (stats_.pending == 0) work_ = net::any_io_executor();
+  // Not counted as cancelled: as far as the stats go, it never was pending.
+  release_pending_locked(1, idle_action::now);
   if (list.ops.empty() && list.linked()) unschedule_undoing_locked(list);
   discard(guard, op);
 }

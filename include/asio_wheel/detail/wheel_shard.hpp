@@ -395,6 +395,9 @@ private:
   bool disarm_wanted_locked() const noexcept;
   void disarm_when_idle_locked();
   void arm_locked();
+  // count_pending_locked's count undone for n, without a word in the stats: what
+  // uncount_pending_locked does besides counting them expired or cancelled.
+  void release_pending_locked(std::size_t n, idle_action idle) noexcept;
   // post_step_locked's post.
   void post_new_step_locked();
   // Posts f on the context's executor, its operation in `memory` on an io_context.
@@ -481,13 +484,17 @@ inline bool wheel_shard::count_pending_locked() {
 inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n,
                                                 idle_action idle) noexcept {
   if (n == 0) return;
-  assert(stats_.pending >= n);
-  stats_.pending -= n;
-  if (options_.max_pending != 0) pending_total_.fetch_sub(n, std::memory_order_relaxed);
+  release_pending_locked(n, idle);
   if (r == op_result::success)
     stats_.expired += n;
   else
     stats_.cancelled += n;
+}
+
+inline void wheel_shard::release_pending_locked(std::size_t n, idle_action idle) noexcept {
+  assert(stats_.pending >= n);
+  stats_.pending -= n;
+  if (options_.max_pending != 0) pending_total_.fetch_sub(n, std::memory_order_relaxed);
   if (stats_.pending == 0 && idle == idle_action::now) work_ = net::any_io_executor();
 }
 
