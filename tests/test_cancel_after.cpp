@@ -482,6 +482,60 @@ BOOST_AUTO_TEST_CASE(without_an_io_executor_the_deadline_lives_where_the_handler
   BOOST_TEST((o.ec == net::error::operation_aborted));
 }
 
+namespace {
+
+// An operation whose cancellation handler throws. It completes when the test calls
+// complete(), through the handler's associated executor.
+struct operation_that_throws_on_cancel {
+  std::function<void()> complete;
+
+  template <class Token>
+  auto async_start(Token&& token) {
+    return net::async_initiate<Token, void(error_code)>(
+        [this](auto handler) {
+          using handler_type = decltype(handler);
+          auto held = std::make_shared<handler_type>(std::move(handler));
+          net::get_associated_cancellation_slot(*held).assign(
+              [](net::cancellation_type) { throw std::runtime_error("cancel"); });
+          complete = [held] {
+            auto ex = net::get_associated_executor(*held);
+            net::post(ex, [held] { std::move(*held)(error_code()); });
+          };
+        },
+        token);
+  }
+};
+
+} // namespace
+
+// The deadline's emission runs a cancellation handler that throws: the exception leaves
+// run(), and the emission still ends. The operation's completion afterwards neither
+// waits for it nor leaks the deadline's state. Before, the emission stayed marked as
+// running: a completion on another thread would have waited for it forever, and on the
+// emitting thread the state was never freed.
+BOOST_AUTO_TEST_CASE(a_cancellation_handler_that_throws_ends_the_emission) {
+  fixture f;
+  int live = 0; // blocks from the handler's allocator: the deadline's state among them
+  outcome o;
+  operation_that_throws_on_cancel op;
+  op.async_start(cancel_after(
+      10ms, net::bind_allocator(asio_wheel_test::counting_allocator<void>(&live),
+                                net::bind_executor(f.io, record(o)))));
+  BOOST_TEST(live >= 1);
+  f.svc.advance(10ms);
+  BOOST_CHECK_THROW(f.io.poll(), std::runtime_error);
+  BOOST_TEST(o.calls == 0);
+
+  op.complete();
+  f.io.restart();
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(!o.ec);
+  op.complete = nullptr; // the operation's own copy of the handler
+  BOOST_TEST(live == 0);
+  BOOST_TEST(f.pending() == 0u);
+}
+
 // ---- a request loop in steady mode ----
 
 namespace {

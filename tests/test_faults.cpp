@@ -11,7 +11,8 @@
 //    and the shard's process-wide index is free again for the next one;
 //  - a step cannot be posted (the executor throws std::bad_alloc): the cancel or
 //    advance that asked for it throws, nothing is lost, and the next post catches up;
-//    a wait, tick or take that asked for it throws and leaves no trace;
+//    a wait, tick or take that asked for it throws and leaves no trace; a cancel_after
+//    deadline that asked for it (its operation already started) waits for the next step;
 //  - operator new fails for the driver's re-arm: a posted step arms it instead.
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
@@ -517,6 +518,32 @@ BOOST_FIXTURE_TEST_CASE(a_take_whose_step_cannot_be_posted_leaves_the_element, f
   BOOST_TEST(got == 7);
   BOOST_TEST(invoked == 0);
   BOOST_TEST(q.size() == 0u);
+}
+
+// cancel_after starts the operation before it puts the deadline on the wheel. If the
+// deadline has passed and its step cannot be posted, the initiation must not throw: the
+// operation has started and will complete. The deadline waits on the wheel for the
+// shard's next step instead, and cuts the wait short then, once. Before, async_wait
+// threw while the wait stayed pending, and its handler ran later all the same.
+BOOST_FIXTURE_TEST_CASE(a_deadline_whose_step_cannot_be_posted_fires_at_the_next_step,
+                        flaky_context) {
+  asio_wheel::timer t(flaky(), 1h);
+  int aborted = 0, other = 0;
+  fail = true;
+  BOOST_CHECK_NO_THROW(t.async_wait(asio_wheel::cancel_after(0ms, [&](error_code ec) {
+    (ec == asio::error::operation_aborted ? aborted : other)++;
+  })));
+  fail = false;
+  BOOST_TEST(svc.stats().pending == 2u); // the wait and its deadline
+  io.poll();
+  BOOST_TEST(aborted + other == 0);
+
+  svc.advance(0ms); // a step, which finds the deadline due
+  io.restart();
+  io.poll();
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(other == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
 }
 
 // ---- the io_context destroyed with a million waits pending ------------------------------

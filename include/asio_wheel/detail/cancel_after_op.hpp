@@ -147,8 +147,9 @@ private:
     cancel_after_handler<std::decay_t<Handler>> wrapped(std::forward<Handler>(handler), s);
     wrapped.forward_user_slot();
     std::forward<Init>(init)(std::move(wrapped), std::forward<Args>(args)...);
-    s->arm_and_release(deadline); // gives the initiation's ref back, unless it throws
+    // The operation has started: from here nothing throws.
     initiation_ref.s = nullptr;
+    s->arm_and_release(deadline); // gives the initiation's ref back
   }
 
   Initiation initiation_;

@@ -75,8 +75,9 @@ public:
     refs_ = 2;
   }
 
-  // Drops a ref, taking the lock: the initiation's when it or the arming threw, the
-  // firing one after an emission or when it never ran, the handler's after waiting one out.
+  // Drops a ref, taking the lock: the initiation's when the operation's initiation
+  // threw, the firing one after an emission or when it never ran, the handler's after
+  // waiting one out.
   void release() noexcept {
     bool last;
     {
@@ -89,14 +90,28 @@ public:
   // Puts the entry on the wheel for `t`, unless the operation already completed, and
   // drops the initiation's ref: the last one only when the operation completed already.
   // If max_pending refuses the entry, the deadline counts as passed: it fires on the
-  // next step. If scheduling throws, the ref is still the caller's to give back.
-  void arm_and_release(steady_time t) {
+  // next step.
+  //
+  // Never throws: the operation has started, and a caller that saw an exception would
+  // take it for never started, yet its handler would run. What can throw here is the
+  // shard's executor (the tracked copy that counting takes, a post of the step that a
+  // passed deadline needs, the driver's construction), and only a user's: on an
+  // io_context none can. Then the entry still goes on the wheel (uncounted if counting
+  // threw, and as passed), only the driver has not heard of it: it fires at the shard's
+  // next step or arming, late but never early, and its operation completes once.
+  void arm_and_release(steady_time t) noexcept {
     bool last;
     {
       auto guard = shard_->lock();
       if (!done_ && !shard_->shut_down_locked()) {
-        counted_ = shard_->count_pending_locked();
-        shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
+        try {
+          counted_ = shard_->count_pending_locked();
+          shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
+        } catch (...) {
+          // schedule_locked links the entry before it tells the driver, so only a
+          // throw from counting leaves it off the wheel.
+          if (!linked()) shard_->link_untold_locked(*this, steady_time::min());
+        }
         shard_->settle_moot_locked();
       }
       last = drop_ref_locked();
@@ -212,9 +227,16 @@ private:
       }
     }
     if (emit) {
+      // The emission ends even if a cancellation handler throws: a completion on
+      // another thread waits for it (finish), and the firing ref must be given back.
+      struct end_emission {
+        deadline_state* s;
+        ~end_emission() {
+          s->emitting_.store(false, std::memory_order_release);
+          s->release();
+        }
+      } end{this};
       signal.emit(type_);
-      emitting_.store(false, std::memory_order_release);
-      release();
     } else if (last) {
       dealloc_(this);
     }

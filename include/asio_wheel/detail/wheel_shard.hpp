@@ -247,6 +247,12 @@ public:
   bool reached_locked(const shard_entry& e) const noexcept {
     return e.deadline_tick() <= wheel_.now();
   }
+  // Links the unlinked `e` for time t with no word to the driver: for an owner that
+  // cannot let an exception out and whose schedule_locked threw before linking
+  // (deadline_state::arm_and_release). It comes due at the shard's next step or arming.
+  void link_untold_locked(shard_entry& e, steady_time t) noexcept {
+    wheel_.insert(e, clock_.to_tick(t));
+  }
   // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
   // owner may be raising meanwhile, and makes the driver agree as schedule_locked does.
   void relink_locked(shard_entry& e) { driver_follows_locked(e, wheel_.relink(e)); }
