@@ -92,7 +92,8 @@ void wheel_shard::advance(steady_duration d) {
   auto guard = lock();
   clock_.advance_locked(d);
   wheel_.advance_to(clock_.floor_tick(clock_.now()));
-  if (wheel_.has_due()) post_step_locked();
+  // Also what a step whose next post threw left ready (post_step_from_cleanup_locked).
+  if (has_work_locked()) post_step_locked();
 }
 
 wheel_stats wheel_shard::stats() const {
@@ -278,7 +279,7 @@ void wheel_shard::run_step(step_cause cause) {
     ~step_scope() {
       if (std::uncaught_exceptions() <= exceptions) return;
       if (!guard.owns_lock()) guard.lock();
-      if (!self.shut_down_ && self.has_work_locked()) self.post_step_locked();
+      if (!self.shut_down_ && self.has_work_locked()) self.post_step_from_cleanup_locked();
     }
   } scope{*this, guard};
 
@@ -425,7 +426,7 @@ bool wheel_shard::invoke(op_queue& batch) {
       auto guard = self.lock();
       self.ready_.prepend(rest);
       self.ready_count_ += n;
-      self.post_step_locked();
+      self.post_step_from_cleanup_locked();
     }
   } guard{*this, batch};
   while (!batch.empty()) {

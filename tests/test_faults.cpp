@@ -520,6 +520,34 @@ BOOST_FIXTURE_TEST_CASE(a_take_whose_step_cannot_be_posted_leaves_the_element, f
   BOOST_TEST(q.size() == 0u);
 }
 
+// A handler throws in a step, and the step that should complete the rest of its batch
+// cannot be posted: the handler's exception leaves run(), the rest stays ready, and the
+// next step completes it. Before, the post threw from the destructor that puts the rest
+// back (while the handler's exception unwound): std::terminate.
+BOOST_FIXTURE_TEST_CASE(a_throwing_handler_whose_next_step_cannot_be_posted_loses_nothing,
+                        flaky_context) {
+  asio_wheel::timer first(flaky(), 10ms), second(flaky(), 10ms);
+  int completed = 0;
+  // Bound to the context's own executor, the handlers run inside the step.
+  first.async_wait(asio::bind_executor(io, [&](error_code) {
+    fail = true;
+    throw std::runtime_error("handler");
+  }));
+  second.async_wait(asio::bind_executor(io, [&](error_code ec) { completed += !ec; }));
+  svc.advance(10ms);
+  BOOST_CHECK_THROW(io.poll(), std::runtime_error);
+  fail = false;
+  io.restart();
+  io.poll();
+  BOOST_TEST(completed == 0); // no step was posted
+
+  svc.advance(0ms); // posts one for what is ready
+  io.restart();
+  io.poll();
+  BOOST_TEST(completed == 1);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
 // cancel_after starts the operation before it puts the deadline on the wheel. If the
 // deadline has passed and its step cannot be posted, the initiation must not throw: the
 // operation has started and will complete. The deadline waits on the wheel for the

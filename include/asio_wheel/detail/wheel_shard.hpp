@@ -320,6 +320,16 @@ public:
   void post_step_locked() {
     if (!step_posted_ && executor_) post_new_step_locked();
   }
+  // The same from a destructor, which must not throw (a step's clean-up, possibly
+  // while a handler's exception unwinds): if the post throws (a user's executor; on an
+  // io_context it cannot), what waits for the step stays where it is, and the next
+  // call that needs a step posts one.
+  void post_step_from_cleanup_locked() noexcept {
+    try {
+      post_step_locked();
+    } catch (...) {
+    }
+  }
   // Completes `op`, which never waited (refused, or served at once), with `r` on the
   // next step: as if by post, never inline. Not after shutdown.
   void complete_soon_locked(wheel_op& op, op_result r);
