@@ -574,6 +574,33 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_step_cannot_be_posted_fires_at_the_next
   BOOST_TEST(svc.stats().pending == 0u);
 }
 
+// The deadline comes, but its emission cannot be dispatched to the operation's executor:
+// the exception leaves run(), and the deadline goes back on the wheel as passed, so the
+// next step emits it and the wait is cut short once. Before, the deadline was dropped:
+// the wait would have run its full hour.
+BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_the_next_step,
+                        flaky_context) {
+  asio_wheel::timer t(flaky(), 1h);
+  int aborted = 0, other = 0;
+  t.async_wait(asio_wheel::cancel_after(10ms, [&](error_code ec) {
+    (ec == asio::error::operation_aborted ? aborted : other)++;
+  }));
+  svc.advance(10ms); // posts the step that finds the deadline due
+  fail = true;       // and the emission's dispatch to the timer's executor fails
+  BOOST_CHECK_THROW(io.poll(), std::bad_alloc);
+  fail = false;
+  io.restart();
+  io.poll();
+  BOOST_TEST(aborted + other == 0);
+
+  svc.advance(0ms);
+  io.restart();
+  io.poll();
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(other == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
 // ---- the io_context destroyed with a million waits pending ------------------------------
 
 namespace {

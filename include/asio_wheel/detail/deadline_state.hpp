@@ -170,7 +170,7 @@ private:
     emitter(emitter&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     emitter& operator=(emitter&&) = delete;
     ~emitter() {
-      if (s_) s_->release();
+      if (s_) s_->give_back_unrun();
     }
     void operator()() {
       const dispatch_watch::run_scope scope; // a cancellation handler may throw
@@ -210,6 +210,24 @@ private:
     const dispatch_watch watch;
     net::dispatch(s->io_ex_, std::move(e));
     return watch.handler_threw();
+  }
+
+  // The firing ref of an emission that never ran: shutdown dropped it, or the I/O
+  // executor threw from its dispatch (a user's, or a strand's that could not allocate)
+  // or dropped it unrun. Unless the operation completed or the shard shut down
+  // meanwhile, the deadline goes back on the wheel as passed: the next step emits
+  // again, so the operation is not left without its deadline.
+  void give_back_unrun() noexcept {
+    bool last;
+    {
+      auto guard = shard_->lock();
+      if (!done_ && !shard_->shut_down_locked() && !linked()) {
+        shard_->link_untold_locked(*this, steady_time::min());
+        shard_->post_step_from_cleanup_locked();
+      }
+      last = drop_ref_locked();
+    }
+    if (last) dealloc_(this);
   }
 
   // On the operation's I/O executor: emits unless the operation completed first.
