@@ -18,6 +18,13 @@ std::size_t timer_state::cancel_locking() {
   return n;
 }
 
+void timer_state::cancel_on_destruction_locking() noexcept {
+  wheel_shard& shard = this->shard();
+  auto guard = shard.lock();
+  shard.abort_all_on_destruction_locked(*this);
+  set_may_have_waits(false);
+}
+
 std::size_t timer_state::cancel_one() {
   if (!may_have_waits()) return 0;
   wheel_shard& shard = this->shard();

@@ -110,17 +110,12 @@ void wheel_shard::unschedule_locked(shard_entry& e) {
   disarm_when_idle_locked();
 }
 
-void wheel_shard::unschedule_undoing_locked(shard_entry& e) noexcept {
+void wheel_shard::unschedule_nothrow_locked(shard_entry& e) noexcept {
   wheel_.remove(e);
-  try {
-    disarm_when_idle_locked();
-  } catch (...) {
-    // Its post threw (a user's executor; on an io_context it cannot). The driver stays
-    // armed: it fires once for nothing, and until then it keeps run() from returning.
-  }
+  disarm_when_idle_nothrow_locked();
 }
 
-void wheel_shard::settle_idle() {
+void wheel_shard::settle_idle() noexcept {
   // False once a settle or an arm since (settle_moot_locked) covered this caller's
   // deferral: both ran under the lock after it. A stale true only costs the lock.
   if (!settle_owed_.load(std::memory_order_relaxed)) return;
@@ -128,7 +123,7 @@ void wheel_shard::settle_idle() {
   settle_owed_.store(false, std::memory_order_relaxed);
   if (shut_down_) return; // shutdown took the work and the driver
   if (stats_.pending == 0) work_ = net::any_io_executor();
-  disarm_when_idle_locked();
+  disarm_when_idle_nothrow_locked();
 }
 
 bool wheel_shard::context_runs_here_locked() const noexcept {
@@ -164,7 +159,7 @@ void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noe
   if (op.is_inline()) list.set_holds_inline_op(false);
   // Not counted as cancelled: as far as the stats go, it never was pending.
   release_pending_locked(1, idle_action::now);
-  if (list.ops.empty() && list.linked()) unschedule_undoing_locked(list);
+  if (list.ops.empty() && list.linked()) unschedule_nothrow_locked(list);
   discard(guard, op);
 }
 
@@ -202,6 +197,15 @@ void wheel_shard::disarm_when_idle_locked() {
       if (driver_) driver_->cancel();
     });
     disarm_posted_ = true; // only once posted: a post that throws leaves none
+  }
+}
+
+void wheel_shard::disarm_when_idle_nothrow_locked() noexcept {
+  try {
+    disarm_when_idle_locked();
+  } catch (...) {
+    // Its post threw (a user's executor; on an io_context it cannot). The driver stays
+    // armed: it fires once for nothing, and until then it keeps run() from returning.
   }
 }
 

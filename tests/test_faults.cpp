@@ -548,6 +548,38 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_handler_whose_next_step_cannot_be_posted_lose
   BOOST_TEST(svc.stats().pending == 0u);
 }
 
+// Timers and queues destroyed while their steps cannot be posted: a destructor must not
+// throw, so their pending waits, ticks and takes are aborted all the same, and complete
+// with operation_aborted, once each, at the next step. Before, the post's exception left
+// the destructor: std::terminate.
+BOOST_FIXTURE_TEST_CASE(objects_destroyed_when_their_step_cannot_be_posted_abort_their_waits,
+                        flaky_context) {
+  int aborted = 0, other = 0;
+  auto count = [&](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; };
+  {
+    asio_wheel::timer t(flaky(), 1h);
+    t.async_wait(count); // in the timer's buffer
+    t.async_wait(count); // in memory of its own
+    asio_wheel::periodic_timer p(flaky(), 1h);
+    p.async_tick([&](error_code ec, std::uint64_t) { count(ec); });
+    asio_wheel::delay_queue<int> q(flaky());
+    q.push(1, 1h);
+    q.async_take([&](error_code ec, int) { count(ec); });
+    BOOST_TEST(svc.stats().pending == 4u);
+    fail = true;
+  }
+  fail = false;
+  BOOST_TEST(svc.stats().pending == 0u);
+  io.poll();
+  BOOST_TEST(aborted + other == 0); // no step was posted
+
+  svc.advance(0ms); // posts one for what is ready
+  io.restart();
+  io.poll();
+  BOOST_TEST(aborted == 4);
+  BOOST_TEST(other == 0);
+}
+
 // cancel_after starts the operation before it puts the deadline on the wheel. If the
 // deadline has passed and its step cannot be posted, the initiation must not throw: the
 // operation has started and will complete. The deadline waits on the wheel for the

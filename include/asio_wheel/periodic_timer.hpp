@@ -77,7 +77,7 @@ public:
       : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
 
   // Pending async_ticks complete with operation_aborted.
-  ~basic_periodic_timer() { cancel(); }
+  ~basic_periodic_timer() { state_.cancel_on_destruction(); }
 
   // The wheel links the timer's state by address: not copyable, not movable.
   basic_periodic_timer(const basic_periodic_timer&) = delete;

@@ -134,7 +134,7 @@ public:
   }
 
   // Pending waits complete with operation_aborted.
-  ~basic_timer() { state_.cancel(); }
+  ~basic_timer() { state_.cancel_on_destruction(); }
 
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;

@@ -238,15 +238,16 @@ struct delay_queue_state : due_entry {
     on_due = &delay_queue_state::dispatch_due;
   }
 
-  // Pending takes complete with operation_aborted; the elements are destroyed.
+  // Pending takes complete with operation_aborted; the elements are destroyed. Nothing
+  // here throws, not even if the shard's posts do (a user's executor).
   ~delay_queue_state() {
     {
       auto guard = shard->lock();
-      shard->unschedule_locked(*this);
+      shard->unschedule_nothrow_locked(*this);
       for (node* n = all_nodes; n; n = n->next_all)
-        if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
+        if (n->state == node_state::scheduled) shard->unschedule_nothrow_locked(*n);
       expired.clear();
-      shard->abort_all_locked(takers);
+      shard->abort_all_on_destruction_locked(takers);
     }
     // Outside the lock: an element's destructor may use the wheel.
     for (node* n = all_nodes; n;) delete std::exchange(n, n->next_all);

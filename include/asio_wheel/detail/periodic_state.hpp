@@ -66,7 +66,7 @@ struct periodic_state : due_entry {
     try {
       schedule_next_locked();
     } catch (...) {
-      shard->unschedule_undoing_locked(*this);
+      shard->unschedule_nothrow_locked(*this);
       shard->withdraw(guard, ticks, op);
       throw;
     }
@@ -79,6 +79,14 @@ struct periodic_state : due_entry {
     const std::size_t n = shard->abort_all_locked(ticks);
     shard->unschedule_locked(*this);
     return n;
+  }
+
+  // The same for the timer's destructor, which must not throw: if the step's post
+  // throws, the ticks still leave (wheel_shard::abort_all_on_destruction_locked).
+  void cancel_on_destruction() noexcept {
+    auto guard = shard->lock();
+    shard->abort_all_on_destruction_locked(ticks);
+    shard->unschedule_nothrow_locked(*this);
   }
 
   // Restarts the schedule: the next tick is due at now + period.

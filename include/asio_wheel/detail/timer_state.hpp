@@ -66,6 +66,11 @@ struct timer_state : wait_list {
   void start_wait(wheel_op& op);
   // Every pending wait completes with operation_aborted; returns how many.
   std::size_t cancel() { return may_have_waits() ? cancel_locking() : 0; }
+  // The same for the timer's destructor, which must not throw: if the step's post
+  // throws, the waits still leave (wheel_shard::abort_all_on_destruction_locked).
+  void cancel_on_destruction() noexcept {
+    if (may_have_waits()) cancel_on_destruction_locking();
+  }
   // The oldest pending wait does; returns 1, or 0 if none.
   std::size_t cancel_one();
   // cancel(), then the new expiry; returns how many were aborted.
@@ -122,6 +127,7 @@ private:
   }
   void set_may_have_waits(bool on) noexcept { owner_thread_byte = on ? 1 : 0; }
   std::size_t cancel_locking();
+  void cancel_on_destruction_locking() noexcept;
   std::size_t expires_at_locking(steady_time t);
 
   std::atomic<steady_time> expiry_{steady_time()};

@@ -264,9 +264,10 @@ public:
   }
   // Unlinks `e` (no effect if it is not linked).
   void unschedule_locked(shard_entry& e);
-  // The same, undoing a call that threw (whose exception must go on): if the disarm's
-  // post throws too, the driver is left armed, to fire once for nothing.
-  void unschedule_undoing_locked(shard_entry& e) noexcept;
+  // The same for a caller that must not throw (undoing a call that threw, whose
+  // exception must go on; a destructor): if the disarm's post throws, the driver is
+  // left armed, to fire once for nothing.
+  void unschedule_nothrow_locked(shard_entry& e) noexcept;
   // The same, but what the shard does on being left idle waits for settle_idle(): see
   // uncount_pending_locked's `idle`.
   void unschedule_settling_later_locked(shard_entry& e) noexcept {
@@ -357,8 +358,15 @@ public:
   std::size_t complete_all_locked(wait_list& list, op_queue& out);
   // `op` (on `list`) leaves with operation_aborted, completed on the next step.
   void abort_locked(wait_list& list, wheel_op& op);
-  // Every op of `list` leaves so; returns how many.
+  // Every op of `list` leaves so; returns how many. If the step's post throws, nothing
+  // changed.
   std::size_t abort_all_locked(wait_list& list);
+  // The same for the owner's destructor, which must not throw: if the step's post
+  // throws (a user's executor; on an io_context it cannot), the ops are aborted all the
+  // same and wait in the ready queue for the next step that a later call posts. (An
+  // inline op still moves out of the dying owner: std::terminate only if memory for
+  // that is exhausted, as at shutdown.)
+  std::size_t abort_all_on_destruction_locked(wait_list& list) noexcept;
   // Per-operation cancellation: aborts the op whose cancellation handler is `c` if it
   // still waits on c.owner; false if not (handed over already, or `c` is stale).
   bool cancel_op(const op_cancellation& c);
@@ -376,7 +384,7 @@ public:
   // handler in between: a request loop starts its next deadline there, so the shard is
   // not idle after all, and neither the work nor the driver changes hands per request.
   // Without the lock when nothing is owed (settle_moot_locked).
-  void settle_idle();
+  void settle_idle() noexcept;
   // Whether this thread is inside a run() (or poll) of the shard's context, which
   // therefore outlives what this thread does next (lock held).
   bool context_runs_here_locked() const noexcept;
@@ -410,6 +418,8 @@ private:
   // The driver is armed with nothing in a slot, and no disarm is posted yet.
   bool disarm_wanted_locked() const noexcept;
   void disarm_when_idle_locked();
+  // The same, if its post throws leaving the driver armed (see unschedule_nothrow_locked).
+  void disarm_when_idle_nothrow_locked() noexcept;
   void arm_locked();
   // count_pending_locked's count undone for n, without a word in the stats: what
   // uncount_pending_locked does besides counting them expired or cancelled.
@@ -640,6 +650,17 @@ inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
   ready_count_ += n;
   uncount_pending_locked(op_result::aborted, n);
   unschedule_locked(list);
+  return n;
+}
+
+inline std::size_t wheel_shard::abort_all_on_destruction_locked(wait_list& list) noexcept {
+  if (list.ops.empty()) return 0;
+  const std::size_t n = take_all_locked(list, ready_, op_result::aborted);
+  ready_count_ += n;
+  // Before the pending count's work is released, as in abort_all_locked.
+  post_step_from_cleanup_locked();
+  uncount_pending_locked(op_result::aborted, n);
+  unschedule_nothrow_locked(list);
   return n;
 }
 
