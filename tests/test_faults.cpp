@@ -276,6 +276,13 @@ struct flaky_executor {
     return asio::execution::blocking.never;
   }
   flaky_executor require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
+  // The tracked copy that counts as the context's work; it fails while *fail_work is
+  // set (the wheel takes it when the first wait of an idle shard is counted).
+  const bool* fail_work = nullptr;
+  flaky_executor require(asio::execution::outstanding_work_t::tracked_t) const {
+    if (fail_work && *fail_work) throw std::bad_alloc();
+    return *this;
+  }
   template <class F>
   void execute(F&& f) const {
     if (*fail) throw std::bad_alloc();
@@ -300,7 +307,8 @@ struct flaky_context {
   asio::io_context io{1};
   asio_wheel::wheel_service& svc = asio_wheel::install(io, manual());
   bool fail = false;
-  asio::any_io_executor flaky() { return flaky_executor{io.get_executor(), &fail}; }
+  bool fail_work = false;
+  asio::any_io_executor flaky() { return flaky_executor{io.get_executor(), &fail, &fail_work}; }
 };
 
 } // namespace
@@ -610,6 +618,43 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_step_cannot_be_posted_fires_at_the_next
 // the exception leaves run(), and the deadline goes back on the wheel as passed, so the
 // next step emits it and the wait is cut short once. Before, the deadline was dropped:
 // the wait would have run its full hour.
+namespace {
+
+// An operation that is not on the wheel and completes only when cancelled, through the
+// handler's associated executor.
+template <class Token>
+auto async_until_cancelled(Token&& token) {
+  return asio::async_initiate<Token, void(error_code)>(
+      [](auto handler) {
+        auto held = std::make_shared<decltype(handler)>(std::move(handler));
+        asio::get_associated_cancellation_slot(*held).assign([held](asio::cancellation_type) {
+          asio::post(asio::get_associated_executor(*held),
+                     [held] { std::move(*held)(asio::error::operation_aborted); });
+        });
+      },
+      token);
+}
+
+} // namespace
+
+// The same when what throws is the count of the deadline, which takes the context's
+// work on an idle shard: the deadline still goes on the wheel, as passed, and the next
+// step emits it.
+BOOST_FIXTURE_TEST_CASE(a_deadline_that_cannot_be_counted_fires_at_the_next_step, flaky_context) {
+  int aborted = 0, other = 0;
+  fail_work = true;
+  BOOST_CHECK_NO_THROW(async_until_cancelled(asio_wheel::cancel_after(
+      1h, asio::bind_executor(flaky(), [&](error_code ec) {
+        (ec == asio::error::operation_aborted ? aborted : other)++;
+      }))));
+  fail_work = false;
+  BOOST_TEST(svc.stats().pending == 0u); // not counted
+  svc.advance(0ms);
+  io.poll();
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(other == 0);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_the_next_step,
                         flaky_context) {
   asio_wheel::timer t(flaky(), 1h);
