@@ -105,14 +105,9 @@ wheel_stats wheel_shard::stats() const {
 
 // ---- entries ----
 
-void wheel_shard::unschedule_locked(shard_entry& e) {
+void wheel_shard::unschedule_locked(shard_entry& e) noexcept {
   wheel_.remove(e);
   disarm_when_idle_locked();
-}
-
-void wheel_shard::unschedule_nothrow_locked(shard_entry& e) noexcept {
-  wheel_.remove(e);
-  disarm_when_idle_nothrow_locked();
 }
 
 void wheel_shard::settle_idle() noexcept {
@@ -123,7 +118,7 @@ void wheel_shard::settle_idle() noexcept {
   settle_owed_.store(false, std::memory_order_relaxed);
   if (shut_down_) return; // shutdown took the work and the driver
   if (stats_.pending == 0) work_ = net::any_io_executor();
-  disarm_when_idle_nothrow_locked();
+  disarm_when_idle_locked();
 }
 
 bool wheel_shard::context_runs_here_locked() const noexcept {
@@ -159,7 +154,7 @@ void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noe
   if (op.is_inline()) list.set_holds_inline_op(false);
   // Not counted as cancelled: as far as the stats go, it never was pending.
   release_pending_locked(1, idle_action::now);
-  if (list.ops.empty() && list.linked()) unschedule_nothrow_locked(list);
+  if (list.ops.empty() && list.linked()) unschedule_locked(list);
   discard(guard, op);
 }
 
@@ -185,10 +180,11 @@ bool wheel_shard::disarm_wanted_locked() const noexcept {
   return armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_;
 }
 
-void wheel_shard::disarm_when_idle_locked() {
+void wheel_shard::disarm_when_idle_locked() noexcept {
   // Posted, not at once: a request loop that removes its deadline and adds the next
   // one (cancel_after) would otherwise re-arm the timerfd on every request.
-  if (disarm_wanted_locked()) {
+  if (!disarm_wanted_locked()) return;
+  try {
     post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
@@ -196,17 +192,13 @@ void wheel_shard::disarm_when_idle_locked() {
       armed_ = never_tick;
       if (driver_) driver_->cancel();
     });
-    disarm_posted_ = true; // only once posted: a post that throws leaves none
-  }
-}
-
-void wheel_shard::disarm_when_idle_nothrow_locked() noexcept {
-  try {
-    disarm_when_idle_locked();
   } catch (...) {
-    // Its post threw (a user's executor; on an io_context it cannot). The driver stays
-    // armed: it fires once for nothing, and until then it keeps run() from returning.
+    // The post threw (a user's executor; on an io_context it cannot). The disarm only
+    // saves a wake-up, so the callers go on: the driver stays armed, fires once for
+    // nothing, and until then keeps run() from returning.
+    return;
   }
+  disarm_posted_ = true; // only once posted: a post that throws leaves none
 }
 
 template <class F>

@@ -136,7 +136,7 @@ public:
           shard_->unschedule_settling_later_locked(*this);
           settle_count_locked(op_result::aborted, wheel_shard::idle_action::settle_later);
         } else {
-          shard_->unschedule_nothrow_locked(*this);
+          shard_->unschedule_locked(*this);
           settle_count_locked(op_result::aborted);
         }
       }

@@ -243,9 +243,9 @@ struct delay_queue_state : due_entry {
   ~delay_queue_state() {
     {
       auto guard = shard->lock();
-      shard->unschedule_nothrow_locked(*this);
+      shard->unschedule_locked(*this);
       for (node* n = all_nodes; n; n = n->next_all)
-        if (n->state == node_state::scheduled) shard->unschedule_nothrow_locked(*n);
+        if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
       expired.clear();
       shard->abort_all_on_destruction_locked(takers);
     }

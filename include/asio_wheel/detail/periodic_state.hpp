@@ -66,7 +66,7 @@ struct periodic_state : due_entry {
     try {
       schedule_next_locked();
     } catch (...) {
-      shard->unschedule_nothrow_locked(*this);
+      shard->unschedule_locked(*this);
       shard->withdraw(guard, ticks, op);
       throw;
     }
@@ -86,7 +86,7 @@ struct periodic_state : due_entry {
   void cancel_on_destruction() noexcept {
     auto guard = shard->lock();
     shard->abort_all_on_destruction_locked(ticks);
-    shard->unschedule_nothrow_locked(*this);
+    shard->unschedule_locked(*this);
   }
 
   // Restarts the schedule: the next tick is due at now + period.

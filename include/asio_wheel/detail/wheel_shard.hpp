@@ -262,12 +262,11 @@ public:
   void raise(shard_entry& e, steady_time t) const noexcept {
     wheel::raise(e, clock_.to_tick(t));
   }
-  // Unlinks `e` (no effect if it is not linked).
-  void unschedule_locked(shard_entry& e);
-  // The same for a caller that must not throw (undoing a call that threw, whose
-  // exception must go on; a destructor): if the disarm's post throws, the driver is
-  // left armed, to fire once for nothing.
-  void unschedule_nothrow_locked(shard_entry& e) noexcept;
+  // Unlinks `e` (no effect if it is not linked). Never throws, so that a cancel that
+  // throws has changed nothing and clean-up can call it: if the disarm's post throws (a
+  // user's executor; on an io_context it cannot), the driver is left armed, to fire
+  // once for nothing.
+  void unschedule_locked(shard_entry& e) noexcept;
   // The same, but what the shard does on being left idle waits for settle_idle(): see
   // uncount_pending_locked's `idle`.
   void unschedule_settling_later_locked(shard_entry& e) noexcept {
@@ -417,9 +416,9 @@ private:
   }
   // The driver is armed with nothing in a slot, and no disarm is posted yet.
   bool disarm_wanted_locked() const noexcept;
-  void disarm_when_idle_locked();
-  // The same, if its post throws leaving the driver armed (see unschedule_nothrow_locked).
-  void disarm_when_idle_nothrow_locked() noexcept;
+  // Posts a disarm if disarm_wanted_locked(). Never throws: if the post does, the driver
+  // stays armed, to fire once for nothing.
+  void disarm_when_idle_locked() noexcept;
   void arm_locked();
   // count_pending_locked's count undone for n, without a word in the stats: what
   // uncount_pending_locked does besides counting them expired or cancelled.
@@ -660,7 +659,7 @@ inline std::size_t wheel_shard::abort_all_on_destruction_locked(wait_list& list)
   // Before the pending count's work is released, as in abort_all_locked.
   post_step_from_cleanup_locked();
   uncount_pending_locked(op_result::aborted, n);
-  unschedule_nothrow_locked(list);
+  unschedule_locked(list);
   return n;
 }
 
