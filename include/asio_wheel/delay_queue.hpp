@@ -146,13 +146,23 @@ public:
     // outside the lock.
     n->value.reset();
     n->value.emplace(std::move(value));
+    std::optional<T> doomed; // a push that throws: its value, destroyed after the lock
     auto guard = shard.lock();
-    state_.expired.reserve(state_.size + 1); // an expiry never allocates
     n->expiry = expiry;
     n->seq = state_.next_seq++;
     n->state = node_state::scheduled;
     ++state_.size;
-    shard.schedule_locked(*n, expiry);
+    try {
+      state_.expired.reserve(state_.size); // an expiry never allocates
+      // May post a step (a passed expiry) or arm the driver: a user's executor may throw.
+      shard.schedule_locked(*n, expiry);
+    } catch (...) {
+      // The queue as it was: no element (the caller has no key to it), the node free.
+      shard.unschedule_locked(*n);
+      doomed.emplace(std::move(*n->value)); // T's move does not throw (see above)
+      state_.release_locked(*n);
+      throw;
+    }
     return key(n, n->generation, state_.id);
   }
 
