@@ -180,6 +180,15 @@ bool wheel_shard::disarm_wanted_locked() const noexcept {
   return armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_;
 }
 
+void wheel_shard::driver_follows_nothrow_locked(const shard_entry& e, tick_t k) noexcept {
+  try {
+    driver_follows_locked(e, k);
+  } catch (...) {
+    // The post or the arm threw: step_posted_ and armed_ say so, and the next call that
+    // needs a step or an arming sees the entry.
+  }
+}
+
 void wheel_shard::disarm_when_idle_locked() noexcept {
   // Posted, not at once: a request loop that removes its deadline and adds the next
   // one (cancel_after) would otherwise re-arm the timerfd on every request.

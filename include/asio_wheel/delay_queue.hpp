@@ -146,23 +146,17 @@ public:
     // outside the lock.
     n->value.reset();
     n->value.emplace(std::move(value));
-    std::optional<T> doomed; // a push that throws: its value, destroyed after the lock
     auto guard = shard.lock();
+    // An expiry never allocates. If this throws, nothing is added: the node is only
+    // lost to reuse until the queue is destroyed.
+    state_.expired.reserve(state_.size + 1);
     n->expiry = expiry;
     n->seq = state_.next_seq++;
     n->state = node_state::scheduled;
     ++state_.size;
-    try {
-      state_.expired.reserve(state_.size); // an expiry never allocates
-      // May post a step (a passed expiry) or arm the driver: a user's executor may throw.
-      shard.schedule_locked(*n, expiry);
-    } catch (...) {
-      // The queue as it was: no element (the caller has no key to it), the node free.
-      shard.unschedule_locked(*n);
-      doomed.emplace(std::move(*n->value)); // T's move does not throw (see above)
-      state_.release_locked(*n);
-      throw;
-    }
+    // Added, whatever the executor does: a step or an arming it cannot take now comes
+    // with the next call that needs one.
+    shard.schedule_nothrow_locked(*n, expiry);
     return key(n, n->generation, state_.id);
   }
 
@@ -193,7 +187,7 @@ public:
       n->state = node_state::scheduled;
     }
     n->expiry = expiry;
-    shard.schedule_locked(*n, expiry);
+    shard.schedule_nothrow_locked(*n, expiry); // as in push
     return true;
   }
 

@@ -106,12 +106,10 @@ public:
       if (!done_ && !shard_->shut_down_locked()) {
         try {
           counted_ = shard_->count_pending_locked();
-          shard_->schedule_locked(*this, counted_ ? t : steady_time::min());
         } catch (...) {
-          // schedule_locked links the entry before it tells the driver, so only a
-          // throw from counting leaves it off the wheel.
-          if (!linked()) shard_->link_untold_locked(*this, steady_time::min());
+          counted_ = false; // as if refused
         }
+        shard_->schedule_nothrow_locked(*this, counted_ ? t : steady_time::min());
         shard_->settle_moot_locked();
       }
       last = drop_ref_locked();
@@ -221,10 +219,8 @@ private:
     bool last;
     {
       auto guard = shard_->lock();
-      if (!done_ && !shard_->shut_down_locked() && !linked()) {
-        shard_->link_untold_locked(*this, steady_time::min());
-        shard_->post_step_from_cleanup_locked();
-      }
+      if (!done_ && !shard_->shut_down_locked() && !linked())
+        shard_->schedule_nothrow_locked(*this, steady_time::min());
       last = drop_ref_locked();
     }
     if (last) dealloc_(this);

@@ -247,11 +247,18 @@ public:
   bool reached_locked(const shard_entry& e) const noexcept {
     return e.deadline_tick() <= wheel_.now();
   }
-  // Links the unlinked `e` for time t with no word to the driver: for an owner that
-  // cannot let an exception out and whose schedule_locked threw before linking
-  // (deadline_state::arm_and_release). It comes due at the shard's next step or arming.
-  void link_untold_locked(shard_entry& e, steady_time t) noexcept {
-    wheel_.insert(e, clock_.to_tick(t));
+  // schedule_locked for an owner that has nothing to undo, or cannot let an exception
+  // out: if the driver cannot be told (a post or an arm that throws on a user's
+  // executor; on an io_context neither can), `e` stays linked all the same and comes
+  // due at the shard's next step or arming, late but never early.
+  void schedule_nothrow_locked(shard_entry& e, steady_time t) noexcept {
+    const tick_t k = clock_.to_tick(t);
+    if (e.linked())
+      wheel_.reschedule(e, k);
+    else
+      wheel_.insert(e, k);
+    if (e.is_due() ? !step_posted_ : k < armed_ || k == never_tick)
+      driver_follows_nothrow_locked(e, k);
   }
   // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
   // owner may be raising meanwhile, and makes the driver agree as schedule_locked does.
@@ -414,6 +421,8 @@ private:
     else if (k == never_tick)
       disarm_when_idle_locked();
   }
+  // The same, swallowing what it throws (schedule_nothrow_locked).
+  void driver_follows_nothrow_locked(const shard_entry& e, tick_t k) noexcept;
   // The driver is armed with nothing in a slot, and no disarm is posted yet.
   bool disarm_wanted_locked() const noexcept;
   // Posts a disarm if disarm_wanted_locked(). Never throws: if the post does, the driver
