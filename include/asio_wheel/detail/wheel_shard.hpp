@@ -257,6 +257,8 @@ public:
       wheel_.reschedule(e, k);
     else
       wheel_.insert(e, k);
+    // Out of line only when driver_follows_locked would do something: a push into a
+    // busy wheel stays inline.
     if (e.is_due() ? !step_posted_ : k < armed_ || k == never_tick)
       driver_follows_nothrow_locked(e, k);
   }
