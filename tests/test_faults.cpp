@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -703,6 +704,40 @@ BOOST_FIXTURE_TEST_CASE(a_push_whose_step_cannot_be_posted_expires_at_the_next_s
   BOOST_TEST(calls == 1);
   BOOST_TEST(got == 7);
   BOOST_TEST(q.size() == 0u);
+}
+
+// In steady mode the driver is armed for a deadline. When the operation completes first,
+// the deadline leaves the wheel and the shard posts the driver's disarm; that post
+// throws here. The disarm only saves a wake-up, so the completion goes on: its handler
+// runs once and nothing stays pending, while the driver stays armed, to fire once for
+// nothing. Before, the exception left the deadline's noexcept clean-up: std::terminate.
+BOOST_AUTO_TEST_CASE(a_deadline_whose_disarm_cannot_be_posted_still_ends) {
+  asio::io_context io{1};
+  auto& svc = asio_wheel::install(io, asio_wheel::wheel_options{}); // steady: a driver
+  bool fail = false;
+  const asio::any_io_executor flaky = flaky_executor{io.get_executor(), &fail};
+  std::function<void()> complete;
+  int calls = 0;
+  auto op = [&](auto&& token) {
+    return asio::async_initiate<decltype(token), void(error_code)>(
+        [&](auto handler) {
+          auto held = std::make_shared<decltype(handler)>(std::move(handler));
+          complete = [held] { std::move(*held)(error_code()); };
+        },
+        token);
+  };
+  op(asio_wheel::cancel_after(1h, asio::bind_executor(flaky, [&](error_code ec) {
+    calls += !ec;
+  })));
+  BOOST_TEST(svc.stats().pending == 1u); // the deadline; the driver is armed for it
+
+  fail = true;
+  BOOST_CHECK_NO_THROW(complete()); // the deadline leaves: a disarm, which cannot be posted
+  fail = false;
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(svc.stats().pending == 0u);
+  complete = nullptr;
+  io.poll();
 }
 
 // ---- the io_context destroyed with a million waits pending ------------------------------
