@@ -310,6 +310,18 @@ struct flaky_context {
   bool fail = false;
   bool fail_work = false;
   asio::any_io_executor flaky() { return flaky_executor{io.get_executor(), &fail, &fail_work}; }
+
+  // How the waits a test started completed: with operation_aborted, or otherwise.
+  int aborted = 0, other = 0;
+  auto tally() {
+    return [this](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; };
+  }
+  // Posts a step (an advance by nothing) and runs it, with what it completes.
+  void next_step() {
+    svc.advance(0ms);
+    io.restart();
+    io.poll();
+  }
 };
 
 } // namespace
@@ -320,8 +332,7 @@ struct flaky_context {
 // handler was lost.
 BOOST_FIXTURE_TEST_CASE(a_cancel_whose_step_cannot_be_posted_changes_nothing, flaky_context) {
   asio_wheel::timer t(flaky(), 10ms);
-  int aborted = 0, other = 0;
-  t.async_wait([&](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; });
+  t.async_wait(tally());
   const auto before = svc.stats();
   BOOST_TEST(before.pending == 1u);
 
@@ -388,9 +399,7 @@ BOOST_FIXTURE_TEST_CASE(an_advance_whose_step_cannot_be_posted_is_caught_up_by_t
   BOOST_TEST(fired == 0);
   BOOST_TEST(svc.stats().pending == 1u);
 
-  svc.advance(0ms);
-  io.restart();
-  io.poll();
+  next_step();
   BOOST_TEST(fired == 1);
   BOOST_TEST(svc.stats().pending == 0u);
   BOOST_TEST(svc.stats().expired == 1u);
@@ -550,9 +559,7 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_handler_whose_next_step_cannot_be_posted_lose
   io.poll();
   BOOST_TEST(completed == 0); // no step was posted
 
-  svc.advance(0ms); // posts one for what is ready
-  io.restart();
-  io.poll();
+  next_step(); // posts one for what is ready
   BOOST_TEST(completed == 1);
   BOOST_TEST(svc.stats().pending == 0u);
 }
@@ -563,8 +570,7 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_handler_whose_next_step_cannot_be_posted_lose
 // the destructor: std::terminate.
 BOOST_FIXTURE_TEST_CASE(objects_destroyed_when_their_step_cannot_be_posted_abort_their_waits,
                         flaky_context) {
-  int aborted = 0, other = 0;
-  auto count = [&](error_code ec) { (ec == asio::error::operation_aborted ? aborted : other)++; };
+  auto count = tally();
   {
     asio_wheel::timer t(flaky(), 1h);
     t.async_wait(count); // in the timer's buffer
@@ -582,9 +588,7 @@ BOOST_FIXTURE_TEST_CASE(objects_destroyed_when_their_step_cannot_be_posted_abort
   io.poll();
   BOOST_TEST(aborted + other == 0); // no step was posted
 
-  svc.advance(0ms); // posts one for what is ready
-  io.restart();
-  io.poll();
+  next_step(); // posts one for what is ready
   BOOST_TEST(aborted == 4);
   BOOST_TEST(other == 0);
 }
@@ -597,28 +601,19 @@ BOOST_FIXTURE_TEST_CASE(objects_destroyed_when_their_step_cannot_be_posted_abort
 BOOST_FIXTURE_TEST_CASE(a_deadline_whose_step_cannot_be_posted_fires_at_the_next_step,
                         flaky_context) {
   asio_wheel::timer t(flaky(), 1h);
-  int aborted = 0, other = 0;
   fail = true;
-  BOOST_CHECK_NO_THROW(t.async_wait(asio_wheel::cancel_after(0ms, [&](error_code ec) {
-    (ec == asio::error::operation_aborted ? aborted : other)++;
-  })));
+  BOOST_CHECK_NO_THROW(t.async_wait(asio_wheel::cancel_after(0ms, tally())));
   fail = false;
   BOOST_TEST(svc.stats().pending == 2u); // the wait and its deadline
   io.poll();
   BOOST_TEST(aborted + other == 0);
 
-  svc.advance(0ms); // a step, which finds the deadline due
-  io.restart();
-  io.poll();
+  next_step(); // which finds the deadline due
   BOOST_TEST(aborted == 1);
   BOOST_TEST(other == 0);
   BOOST_TEST(svc.stats().pending == 0u);
 }
 
-// The deadline comes, but its emission cannot be dispatched to the operation's executor:
-// the exception leaves run(), and the deadline goes back on the wheel as passed, so the
-// next step emits it and the wait is cut short once. Before, the deadline was dropped:
-// the wait would have run its full hour.
 namespace {
 
 // An operation that is not on the wheel and completes only when cancelled, through the
@@ -642,27 +637,24 @@ auto async_until_cancelled(Token&& token) {
 // work on an idle shard: the deadline still goes on the wheel, as passed, and the next
 // step emits it.
 BOOST_FIXTURE_TEST_CASE(a_deadline_that_cannot_be_counted_fires_at_the_next_step, flaky_context) {
-  int aborted = 0, other = 0;
   fail_work = true;
-  BOOST_CHECK_NO_THROW(async_until_cancelled(asio_wheel::cancel_after(
-      1h, asio::bind_executor(flaky(), [&](error_code ec) {
-        (ec == asio::error::operation_aborted ? aborted : other)++;
-      }))));
+  BOOST_CHECK_NO_THROW(async_until_cancelled(
+      asio_wheel::cancel_after(1h, asio::bind_executor(flaky(), tally()))));
   fail_work = false;
   BOOST_TEST(svc.stats().pending == 0u); // not counted
-  svc.advance(0ms);
-  io.poll();
+  next_step();
   BOOST_TEST(aborted == 1);
   BOOST_TEST(other == 0);
 }
 
+// The deadline comes, but its emission cannot be dispatched to the operation's executor:
+// the exception leaves run(), and the deadline goes back on the wheel as passed, so the
+// next step emits it and the wait is cut short once. Before, the deadline was dropped:
+// the wait would have run its full hour.
 BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_the_next_step,
                         flaky_context) {
   asio_wheel::timer t(flaky(), 1h);
-  int aborted = 0, other = 0;
-  t.async_wait(asio_wheel::cancel_after(10ms, [&](error_code ec) {
-    (ec == asio::error::operation_aborted ? aborted : other)++;
-  }));
+  t.async_wait(asio_wheel::cancel_after(10ms, tally()));
   svc.advance(10ms); // posts the step that finds the deadline due
   fail = true;       // and the emission's dispatch to the timer's executor fails
   BOOST_CHECK_THROW(io.poll(), std::bad_alloc);
@@ -671,9 +663,7 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_
   io.poll();
   BOOST_TEST(aborted + other == 0);
 
-  svc.advance(0ms);
-  io.restart();
-  io.poll();
+  next_step();
   BOOST_TEST(aborted == 1);
   BOOST_TEST(other == 0);
   BOOST_TEST(svc.stats().pending == 0u);
@@ -698,9 +688,7 @@ BOOST_FIXTURE_TEST_CASE(a_push_whose_step_cannot_be_posted_expires_at_the_next_s
   });
   io.poll();
   BOOST_TEST(calls == 0); // the element has not expired: no step has run since
-  svc.advance(0ms);
-  io.restart();
-  io.poll();
+  next_step();
   BOOST_TEST(calls == 1);
   BOOST_TEST(got == 7);
   BOOST_TEST(q.size() == 0u);
