@@ -694,6 +694,24 @@ BOOST_FIXTURE_TEST_CASE(a_push_whose_step_cannot_be_posted_expires_at_the_next_s
   BOOST_TEST(q.size() == 0u);
 }
 
+// The same for a timer's reset to a time that has passed: it takes effect, and the wait
+// completes at the next step, once, with success. Before, reset_after threw, though the
+// wait had been moved and completed all the same.
+BOOST_FIXTURE_TEST_CASE(a_reset_whose_step_cannot_be_posted_takes_effect, flaky_context) {
+  asio_wheel::timer t(flaky(), 1h);
+  int fired = 0, failed = 0;
+  t.async_wait([&](error_code ec) { ++(ec ? failed : fired); });
+  fail = true;
+  BOOST_CHECK_NO_THROW(t.reset_after(0ms));
+  fail = false;
+  io.poll();
+  BOOST_TEST(fired + failed == 0);
+  next_step();
+  BOOST_TEST(fired == 1);
+  BOOST_TEST(failed == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
+
 // In steady mode the driver is armed for a deadline. When the operation completes first,
 // the deadline leaves the wheel and the shard posts the driver's disarm; that post
 // throws here. The disarm only saves a wake-up, so the completion goes on: its handler

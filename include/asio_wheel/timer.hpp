@@ -216,7 +216,8 @@ public:
 #endif
 
   // Moves the expiry and keeps the pending waits: they now complete at t. O(1); no
-  // handler is completed, allocated or posted.
+  // handler is completed, allocated or posted, and no exception comes out of the wheel
+  // (a step its executor cannot take now comes with the next one).
   void reset_at(time_point t) { state_.reset_at(t); }
 
   // reset_at(now() + d), saturated like expires_after.

@@ -108,7 +108,9 @@ struct timer_state : wait_list {
     }
     auto guard = shard.lock();
     set_expiry(t);
-    if (!ops.empty()) shard.schedule_locked(*this, t);
+    // Takes effect whatever the executor does: a step or an arming it cannot take now
+    // comes with the next call that needs one (a reset has no handler to protect).
+    if (!ops.empty()) shard.schedule_nothrow_locked(*this, t);
   }
   // The timer moved from `from` (on shard `from.shard()`) to *this, which has no waits:
   // takes over its shard, expiry, place on the wheel and waits.
