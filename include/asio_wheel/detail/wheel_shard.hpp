@@ -224,13 +224,7 @@ public:
   // driver agree: a step if it is due now, an earlier arming if it comes before the
   // armed tick, a disarm when nothing is left in a slot.
   void schedule_locked(shard_entry& e, steady_time t) {
-    assert(e.is_wait_list() || static_cast<due_entry&>(e).on_due != nullptr);
-    const tick_t k = clock_.to_tick(t);
-    if (e.linked())
-      wheel_.reschedule(e, k);
-    else
-      wheel_.insert(e, k);
-    driver_follows_locked(e, k);
+    driver_follows_locked(e, place_locked(e, t));
   }
   // A time the wheel has surely not reached yet, for an owner without the lock: an
   // entry whose expiry is later is not due (reset_at's lock-free path). The upper bound
@@ -252,11 +246,7 @@ public:
   // executor; on an io_context neither can), `e` stays linked all the same and comes
   // due at the shard's next step or arming, late but never early.
   void schedule_nothrow_locked(shard_entry& e, steady_time t) noexcept {
-    const tick_t k = clock_.to_tick(t);
-    if (e.linked())
-      wheel_.reschedule(e, k);
-    else
-      wheel_.insert(e, k);
+    const tick_t k = place_locked(e, t);
     // Out of line only when driver_follows_locked would do something: a push into a
     // busy wheel stays inline.
     if (e.is_due() ? !step_posted_ : k < armed_ || k == never_tick)
@@ -412,6 +402,17 @@ private:
   // Something is ready or due, or the wheel has ticks to catch up on: a step has work.
   bool has_work_locked() const noexcept {
     return !ready_.empty() || wheel_.has_due() || wheel_behind_;
+  }
+  // schedule_locked's first half: links `e` for t, or moves it there (the lazy rule),
+  // with no word to the driver; returns the tick.
+  tick_t place_locked(shard_entry& e, steady_time t) {
+    assert(e.is_wait_list() || static_cast<due_entry&>(e).on_due != nullptr);
+    const tick_t k = clock_.to_tick(t);
+    if (e.linked())
+      wheel_.reschedule(e, k);
+    else
+      wheel_.insert(e, k);
+    return k;
   }
   // `e` was just placed for tick k: a step if it is due now, an earlier arming if it
   // comes before the armed tick, a disarm when nothing is left in a slot.
