@@ -124,7 +124,6 @@ void wheel::unstage(wheel_entry& e) noexcept {
   assert(cell < staged_count_ && staged_[cell] == &e);
   put_in_cell(*staged_[--staged_count_], cell);
   e.where = wheel_entry::unlinked;
-  --slotted_;
 }
 
 void wheel::link_staged() noexcept {
@@ -158,7 +157,7 @@ tick_t wheel::slot_start(tick_t deadline) const noexcept {
   return high_part(deadline, static_cast<unsigned>(level_for(deadline)) * shift_);
 }
 
-void wheel::remove(wheel_entry& e) noexcept {
+void wheel::remove_rest(wheel_entry& e) noexcept {
   if (!e.linked()) return;
   if (e.is_staged()) {
     unstage(e);
@@ -174,15 +173,12 @@ void wheel::remove(wheel_entry& e) noexcept {
   const bool empties_chain = e.alone(); // only then can the slot become empty
   e.unlink();
   e.where = wheel_entry::unlinked;
-  if (slotted) {
-    --slotted_;
-    if (empties_chain && slot_empty(index)) {
-      // top_next_ may stay a lower bound, but not when the slot that made it is gone:
-      // an empty or stale top would cost a wake-up for nothing.
-      const bool made_next = is_top(index) && top_due_[index - top_base_] == top_next_;
-      mark_empty(index);
-      if (made_next) recompute_top_next();
-    }
+  if (slotted && empties_chain && slot_empty(index)) {
+    // top_next_ may stay a lower bound, but not when the slot that made it is gone:
+    // an empty or stale top would cost a wake-up for nothing.
+    const bool made_next = is_top(index) && top_due_[index - top_base_] == top_next_;
+    mark_empty(index);
+    if (made_next) recompute_top_next();
   }
 }
 
@@ -288,9 +284,9 @@ tick_t wheel::next_slot_tick() const noexcept {
   // Nothing in the slots or staged: no slot comes due, and no scan of the bitmaps needs
   // to say so. A step that runs a chain of operations completing at once (chained
   // takes) asks this once per round with the slots empty (S2: 200 instructions a take).
-  // An unfinished tick keeps the entry it stopped at in its slot, so it has slotted_ > 0;
+  // An unfinished tick keeps the entry it stopped at in its slot, so its slot is occupied;
   // and the top slot that made top_next_ recomputes it when it empties.
-  if (slotted_ == 0) {
+  if (!has_slotted()) {
     assert(resume_level_ == no_resume && staged_count_ == 0 && top_next_ == never_tick);
     return never_tick;
   }
@@ -361,7 +357,6 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
     assert(is_top(index) ? top_slot_start(deadline) >= t : deadline >= t);
     if (deadline <= t) {
       e.unlink();
-      --slotted_;
       append_due(e);
       k = (k + 1) % slot_chains;
     } else {
@@ -370,7 +365,7 @@ bool wheel::process_slot(std::size_t level, tick_t t, std::size_t due_limit) {
       const std::uint32_t target = slot_for(deadline);
       if (target != index) {
         e.unlink();
-        link(e, target, deadline, take_turn(target)); // from slot to slot: slotted_ stays
+        link(e, target, deadline, take_turn(target)); // from slot to slot
         k = (k + 1) % slot_chains;
       } else {
         stays_until = std::min(stays_until, top_slot_start(deadline));
@@ -438,7 +433,7 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     if (deadline <= t) {
       due.append(e);
     } else if ((deadline ^ t) <= low_digit) {
-      // From slot to slot (slotted_ stays), and most often, as for every entry of a
+      // From slot to slot, and most often, as for every entry of a
       // level-1 slot, to the level-0 slot of the deadline's lowest digit: link's work
       // without its top-level check, since level 0 is below the top here.
       const auto target = static_cast<std::uint32_t>(deadline & low_digit);
@@ -450,7 +445,6 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     }
   }
   due.commit();
-  slotted_ -= due.appended();
   // Every entry that left went to another slot or the due list, so the slot is empty
   // unless the walk stopped, with the entry it stopped at (and its chain's rest) left.
   if (finished) {
@@ -509,7 +503,7 @@ bool wheel::advance_to(tick_t to, std::size_t due_limit) {
   while (now_ < to) {
     if (due_count_ >= due_limit) return false;
     // Nothing in the slots: no tick up to `to` has work (next_slot_tick would say never).
-    if (slotted_ == 0) {
+    if (!has_slotted()) {
       now_ = to;
       return true;
     }
@@ -555,9 +549,9 @@ void wheel::clear() noexcept {
   due_overflow_.clear_and_dispose(mark);
   never_.clear_and_dispose(mark);
   std::fill(bits_.begin(), bits_.end(), 0);
+  occupied_slots_ = 0;
   std::fill(top_due_.get(), top_due_.get() + slots_, never_tick);
   top_next_ = never_tick;
-  slotted_ = 0;
   due_count_ = 0;
   resume_level_ = no_resume;
   resume_chain_ = 0;

@@ -177,7 +177,7 @@ void op_cancellation::operator()(net::cancellation_type type) {
 // ---- driving ----
 
 bool wheel_shard::disarm_wanted_locked() const noexcept {
-  return armed_ != never_tick && wheel_.slotted() == 0 && !disarm_posted_ && executor_;
+  return armed_ != never_tick && !wheel_.has_slotted() && !disarm_posted_ && executor_;
 }
 
 void wheel_shard::driver_follows_nothrow_locked(const shard_entry& e, tick_t k) noexcept {
@@ -197,7 +197,7 @@ void wheel_shard::disarm_when_idle_locked() noexcept {
     post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
-      if (shut_down_ || armed_ == never_tick || wheel_.slotted() != 0) return;
+      if (shut_down_ || armed_ == never_tick || wheel_.has_slotted()) return;
       armed_ = never_tick;
       if (driver_) driver_->cancel();
     });
@@ -313,7 +313,7 @@ void wheel_shard::run_step(step_cause cause) {
     // takes served at once does, reads no clock: a steady_clock read is a vDSO call
     // whose ordered TSC read also waits for the loads before it (S2's chained take at
     // 1M: one element's miss each). Then nothing can come due, so the wheel is not behind.
-    const bool timed = wheel_.slotted() != 0 || wheel_.has_due();
+    const bool timed = wheel_.has_slotted() || wheel_.has_due();
     const steady_time now = timed ? clock_.now() : steady_time();
     // The true clock, never an upper bound of it: else waits would fire early.
     assert(!timed || clock_.manual() || now <= std::chrono::steady_clock::now());
@@ -331,7 +331,7 @@ void wheel_shard::run_step(step_cause cause) {
     owed = 0;
     left = taken >= budget ? 0 : budget - taken;
     // Nothing slotted: nothing to arm for (arm_locked would find never_tick == armed_).
-    if (armed_ == never_tick && wheel_.slotted() != 0) arm_locked();
+    if (armed_ == never_tick && wheel_.has_slotted()) arm_locked();
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.
     if (left == 0 && has_work_locked()) post_step_locked();

@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(entry_fires_exactly_at_its_tick_on_every_level) {
   BOOST_TEST(fired.size() == deadlines.size());
   for (std::size_t i = 0; i < deadlines.size(); ++i)
     BOOST_TEST(fired[static_cast<int>(i)] == deadlines[i]);
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == never_tick);
 }
 
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(a_wheel_emptied_of_top_level_entries_says_never_and_then_se
   w.remove(far1);
   BOOST_TEST(w.next_slot_tick() == 4992u);
   w.remove(far2);
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == never_tick);
   BOOST_TEST(w.advance_to(600)); // nothing slotted: straight there
   BOOST_TEST(w.now() == 600u);
@@ -161,7 +161,7 @@ BOOST_AUTO_TEST_CASE(never_entries_cost_no_slot_and_can_be_rescheduled) {
   node n;
   n.id = 9;
   w.insert(n, never_tick);
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == never_tick);
   BOOST_TEST(advance(w, 1u << 20).empty());
   w.reschedule(n, w.now() + 3);
@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(a_staged_entry_waits_unlinked_and_leaves_without_a_link) {
   BOOST_TEST(n.linked());
   BOOST_TEST(!n.in_slot());
   BOOST_TEST(w.staged() == 1u);
-  BOOST_TEST(w.slotted() == 1u);
+  BOOST_TEST(w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == 256u); // counted at its slot's start
   w.insert(m, 7);
   BOOST_TEST(w.next_slot_tick() == 7u);
@@ -220,7 +220,7 @@ BOOST_AUTO_TEST_CASE(a_staged_entry_waits_unlinked_and_leaves_without_a_link) {
   BOOST_TEST(w.next_slot_tick() == 32u); // level 1, slot [32, 48)
   w.reschedule(n, never_tick);
   BOOST_TEST(!n.is_staged());
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == never_tick);
   w.reschedule(n, 12);
   w.insert(m, 12);
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(a_staged_entry_waits_unlinked_and_leaves_without_a_link) {
   BOOST_TEST(m.is_staged());
   BOOST_TEST(w.staged() == 1u);
   BOOST_TEST(run_ticks(w, 20) == (std::map<int, tick_t>{{2, 12}}));
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
 }
 
 BOOST_AUTO_TEST_CASE(advancing_links_the_staged_entries_first) {
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(advancing_links_the_staged_entries_first) {
     BOOST_TEST_REQUIRE(w.staged() <= wheel::stage_capacity);
   }
   BOOST_TEST(w.staged() > 0u);
-  BOOST_TEST(w.slotted() == nodes.size());
+  BOOST_TEST(w.has_slotted());
   auto fired = run_ticks(w, 600);
   BOOST_TEST(w.staged() == 0u);
   BOOST_TEST(fired.size() == nodes.size());
@@ -509,7 +509,7 @@ BOOST_AUTO_TEST_CASE(rescheduling_to_never_leaves_the_slots_at_once) {
     w.reschedule(n, never_tick);
     BOOST_TEST(n.linked());
     BOOST_TEST(!n.in_slot());
-    BOOST_TEST(w.slotted() == 0u);
+    BOOST_TEST(!w.has_slotted());
     BOOST_TEST(w.next_slot_tick() == never_tick);
     BOOST_TEST(advance(w, 1u << 24).empty());
     w.reschedule(n, w.now() + 2); // and back, like any never entry
@@ -603,7 +603,7 @@ BOOST_AUTO_TEST_CASE(one_slot_walk_fills_the_ring_and_spills_into_its_list) {
     BOOST_TEST((std::adjacent_find(got.begin(), got.end()) == got.end())); // none twice
     BOOST_TEST(!std::binary_search(got.begin(), got.end(), in_ring[10]));
     BOOST_TEST(!std::binary_search(got.begin(), got.end(), in_list[10]));
-    BOOST_TEST(w.slotted() == 0u);
+    BOOST_TEST(!w.has_slotted());
     for (auto& e : nodes) BOOST_TEST_REQUIRE(!e.linked());
   }
 }
@@ -677,7 +677,7 @@ BOOST_AUTO_TEST_CASE(a_slot_stays_occupied_until_its_last_chain_empties) {
     w.remove(nodes[i]);
     BOOST_TEST(w.next_slot_tick() == 7u); // nodes[0] is still there
   }
-  BOOST_TEST(w.slotted() == 1u);
+  BOOST_TEST(w.has_slotted());
   BOOST_TEST(w.advance_to(7));
   BOOST_TEST(w.pop_due() == &nodes[0]);
   BOOST_TEST(w.next_slot_tick() == never_tick);
@@ -687,6 +687,38 @@ BOOST_AUTO_TEST_CASE(a_slot_stays_occupied_until_its_last_chain_empties) {
   BOOST_TEST(w.next_slot_tick() == 9u);
   w.remove(nodes.back());
   BOOST_TEST(w.next_slot_tick() == never_tick);
+}
+
+BOOST_AUTO_TEST_CASE(linked_slots_stay_occupied_until_their_last_entry_leaves) {
+  // The same with the entries linked into their slots' chains, not staged: a remove
+  // that leaves others in its chain takes the inline path and touches no count, one
+  // that empties a chain checks the slot. Whether anything is slotted, and when the
+  // next slot comes due, must follow the last entry of each slot, on every level.
+  wheel w(16, 3);
+  const tick_t deadlines[] = {7, 40, 300}; // levels 0, 1 and 2 (the top)
+  const std::size_t per_slot = 3 * wheel::slot_chains + 1;
+  std::vector<node> nodes(3 * per_slot);
+  for (std::size_t i = 0; i < nodes.size(); ++i) w.insert(nodes[i], deadlines[i / per_slot]);
+  w.link_staged();
+  BOOST_TEST(w.staged() == 0u);
+  BOOST_TEST(w.has_slotted());
+  const tick_t starts[] = {7, 32, 256};              // when each one's slot comes due
+  const tick_t next_after[] = {32, 256, never_tick}; // once the slot of each is empty
+  for (std::size_t slot = 0; slot < 3; ++slot) {
+    // Every entry of the slot but its last, in an order that empties chains on the way.
+    for (std::size_t i = per_slot; i-- > 1;) {
+      w.remove(nodes[slot * per_slot + i]);
+      BOOST_TEST(!nodes[slot * per_slot + i].linked());
+      BOOST_TEST(w.next_slot_tick() == starts[slot]);
+    }
+    BOOST_TEST(w.has_slotted());
+    w.remove(nodes[slot * per_slot]);
+    BOOST_TEST(w.next_slot_tick() == next_after[slot]);
+  }
+  BOOST_TEST(!w.has_slotted());
+  BOOST_TEST(w.advance_to(1000)); // nothing slotted: straight there
+  BOOST_TEST(w.now() == 1000u);
+  BOOST_TEST(w.pop_due() == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(entries_of_an_unfinished_tick_can_be_moved_and_removed) {
@@ -725,7 +757,7 @@ BOOST_AUTO_TEST_CASE(entries_of_an_unfinished_tick_can_be_moved_and_removed) {
     if (i != 10 && i != 11 && i != 12) expected.push_back(i);
   BOOST_TEST(rest == expected, boost::test_tools::per_element());
   BOOST_TEST(ids.back() == 11);
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
 }
 
 BOOST_AUTO_TEST_CASE(entries_of_the_warmed_slot_may_leave_and_move_while_it_is_warmed) {
@@ -781,7 +813,7 @@ BOOST_AUTO_TEST_CASE(entries_of_the_warmed_slot_may_leave_and_move_while_it_is_w
   BOOST_TEST(kept == 60u);
   for (std::size_t i = 0; i < every_tick.size(); ++i)
     BOOST_TEST(fired[-1 - static_cast<int>(i)] == static_cast<tick_t>(i + 1));
-  BOOST_TEST(w.slotted() == 0u);
+  BOOST_TEST(!w.has_slotted());
 }
 
 BOOST_AUTO_TEST_CASE(a_warmed_slot_comes_round_again_with_new_entries) {

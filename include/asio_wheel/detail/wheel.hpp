@@ -196,7 +196,22 @@ public:
   // Unlinks a linked entry; no effect on an unlinked one. O(1), but for emptying the
   // top-level slot that comes due first: then a scan of the top level's bitmap and
   // occupied slots finds the next one (entries that far away are rarely cancelled).
-  void remove(wheel_entry& e) noexcept;
+  // Inline for the common case, an entry in a slot whose chain keeps other entries and
+  // that the warming cursors do not walk: its unlink and `where`, and no other store.
+  // A cancel of a cold entry misses on it and on its two neighbours, and its stores
+  // wait in the core's store buffer, in order, until those lines arrive: each further
+  // store (a count, a call's return address) leaves room for fewer cancels in flight.
+  // W11 cancel at 1M on an AMD EPYC VM, six turns each, median of the per-turn minimums:
+  // 28.4 ns out of line with a count (six stores), 26.0 inline (five), 22.8 without the
+  // count (four, this code); has_slotted() says why no count is needed.
+  void remove(wheel_entry& e) noexcept {
+    if (e.in_slot() && e.where != warm_index_ && !e.alone()) {
+      e.unlink();
+      e.where = wheel_entry::unlinked;
+      return;
+    }
+    remove_rest(e);
+  }
 
   // Moves a linked entry to a new deadline, by the lazy rule. The common case is inline:
   // an entry in a slot gets a later, finite deadline. Its slot comes due no later than
@@ -296,9 +311,10 @@ public:
   // Unlinks every entry (at shutdown).
   void clear() noexcept;
 
-  // How many entries sit in slots or are staged (the driver is needed only while this
-  // is non-zero).
-  std::size_t slotted() const noexcept { return slotted_; }
+  // Whether any entry sits in a slot or is staged (the driver is needed only while one
+  // does). Known from the slots' occupancy, not from a count of entries, which every
+  // insert and cancel would have to store to (see remove).
+  bool has_slotted() const noexcept { return occupied_slots_ != 0 || staged_count_ != 0; }
 
   std::size_t slots() const noexcept { return slots_; }
   std::size_t levels() const noexcept { return levels_; }
@@ -321,6 +337,9 @@ public:
 
 private:
   void reschedule_slow(wheel_entry& e, tick_t deadline);
+  // remove for every case that its inline part leaves: staged, due, never, an entry
+  // alone in its chain (its slot may empty), or one of the warmed slot.
+  void remove_rest(wheel_entry& e) noexcept;
   // Links an unlinked entry for `deadline` (its deadline as read once).
   void place(wheel_entry& e, tick_t deadline) {
     assert(!e.linked());
@@ -335,7 +354,6 @@ private:
   void stage(wheel_entry& e) noexcept {
     if (staged_count_ == stage_capacity) link_staged();
     put_in_cell(e, staged_count_++);
-    ++slotted_;
   }
   void unstage(wheel_entry& e) noexcept;
   // The staging cell that a staged entry's `where` names; makes `e` the one in `cell`.
@@ -427,8 +445,7 @@ private:
   std::uint32_t slot_index(std::size_t level, tick_t deadline) const noexcept;
   // The slot that `deadline` (> now_, finite) goes to: slot_index(level_for(d), d).
   std::uint32_t slot_for(tick_t deadline) const noexcept;
-  // Links `e` into slot `index`, the one for `deadline` (its deadline as read). The
-  // caller counts it in slotted_: an entry that came staged or from another slot already is.
+  // Links `e` into slot `index`, the one for `deadline` (its deadline as read).
   // It goes to chain number `chain` (< slot_chains; see "Whose turn" at the top).
   void link(wheel_entry& e, std::uint32_t index, tick_t deadline, std::uint32_t chain) noexcept;
   // The chain of slot `index` that a re-placed entry goes to now; the next takes the next.
@@ -460,16 +477,26 @@ private:
   tick_t slot_due(std::size_t level, std::size_t slot) const noexcept;
   // The occupancy bit of slot `index` (level * slots + slot): set iff non-empty. Bit
   // `index` of bits_, so that a link finds its word without knowing the level.
+  // occupied_slots_ counts the bits set.
   bool occupied(std::uint32_t index) const noexcept {
     return (bits_[index / 64] >> (index % 64)) & 1;
   }
+  // A link into slot `index`. Most links find the bit set already (a slot holds many
+  // entries), and then store nothing.
   void set_occupied(std::uint32_t index) noexcept {
-    bits_[index / 64] |= std::uint64_t{1} << (index % 64);
+    std::uint64_t& word = bits_[index / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (index % 64);
+    if ((word & bit) == 0) {
+      word |= bit;
+      ++occupied_slots_;
+    }
   }
   // Slot `index` has become empty: its occupancy bit goes, and a top slot's due tick
   // becomes never_tick (see top_due_).
   void mark_empty(std::uint32_t index) noexcept {
+    assert(occupied(index));
     bits_[index / 64] &= ~(std::uint64_t{1} << (index % 64));
+    --occupied_slots_;
     if (is_top(index)) top_due_[index - top_base_] = never_tick;
   }
   // First occupied slot >= from on `level`, or slots_ if none.
@@ -495,7 +522,6 @@ private:
   std::uint32_t top_base_;   // (levels - 1) * slots: the top level's first list index
   tick_t top_low_mask_;      // the tick bits below the top level's digit
   tick_t now_ = 0;
-  std::size_t slotted_ = 0;
   std::size_t due_count_ = 0;  // the due list's length (its entries, in ring and list)
   // An unfinished tick (advance_to's due_limit stopped inside a slot): now_ is that
   // tick, and the slots at now_ from this level down are still to process. Until then
@@ -512,6 +538,7 @@ private:
                 "a slot's lists are its chains' sentinels, nothing more");
   std::unique_ptr<slot_lists[]> slots_lists_; // levels * slots
   std::vector<std::uint64_t> bits_;      // bit `index` set <=> slot `index` non-empty
+  std::size_t occupied_slots_ = 0;       // the bits set in bits_
   // The turns (see "Whose turn" at the top), counts taken mod slot_chains: per slot, for
   // the entries a walk re-places into it, and the whole wheel's, for new entries (2^32
   // is a multiple of slot_chains too).
