@@ -202,7 +202,7 @@ public:
   // wait in the core's store buffer, in order, until those lines arrive: each further
   // store (a count, a call's return address) leaves room for fewer cancels in flight.
   // W11 cancel at 1M on an AMD EPYC VM, six turns each, median of the per-turn minimums:
-  // 28.4 ns out of line with a count (six stores), 26.0 inline (five), 22.8 without the
+  // 28.8 ns out of line with a count (six stores), 26.0 inline (five), 21.0 without the
   // count (four, this code); has_slotted() says why no count is needed.
   void remove(wheel_entry& e) noexcept {
     if (e.in_slot() && e.where != warm_index_ && !e.alone()) {
