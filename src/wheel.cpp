@@ -433,9 +433,9 @@ bool wheel::drain_slot(std::uint32_t index, tick_t t, std::size_t due_limit) {
     if (deadline <= t) {
       due.append(e);
     } else if ((deadline ^ t) <= low_digit) {
-      // From slot to slot, and most often, as for every entry of a
-      // level-1 slot, to the level-0 slot of the deadline's lowest digit: link's work
-      // without its top-level check, since level 0 is below the top here.
+      // From slot to slot, and most often, as for every entry of a level-1 slot, to
+      // the level-0 slot of the deadline's lowest digit: link's work without its
+      // top-level check, since level 0 is below the top here.
       const auto target = static_cast<std::uint32_t>(deadline & low_digit);
       link_below_top(e, target, take_turn(target));
     } else {
