@@ -50,6 +50,12 @@
 //           and the neighbours are known only once the node has been read. This is
 //           cancel's floor: the wheel's remove is that unlink plus checks of the node's
 //           own fields.
+//   unlink_where_floor  the same, each entry's `where` written too: the four stores
+//           that a wheel's cancel cannot do without (the neighbours' links, the
+//           entry's, and where it is), with none of its checks. A store waits in the
+//           core's store buffer, in order, until its line arrives, so each one after
+//           the neighbours' leaves room for fewer cancels in flight (see wheel::remove):
+//           this row and unlink_floor show what that one store costs here.
 // "insert+cancel" is the sum of the two medians. Every entry must come out of expire,
 // and none before its deadline tick, or the run fails. --variant PHASE times that phase
 // alone (scripts/bench --callgrind counts its instructions per entry).
@@ -90,7 +96,7 @@ inline void w11_run(bench_run& b) {
       f();
   };
   std::vector<double> insert_ns, cancel_ns, expire_ns, expire_all_ns, walk_ns, chase_ns, array_ns;
-  std::vector<double> touch_ns, touch_clock_ns, prefetch_clock_ns, unlink_ns;
+  std::vector<double> touch_ns, touch_clock_ns, prefetch_clock_ns, unlink_ns, unlink_where_ns;
   for (int rep = 0; rep < b.p.reps; ++rep) {
     auto entries = std::make_unique<d::wheel_entry[]>(n);
     d::wheel w(256, 4);
@@ -171,17 +177,26 @@ inline void w11_run(bench_run& b) {
       });
       if (sum < n) b.fail.add("W11: the array walk read " + std::to_string(sum) + " < N");
     }
-    if (b.cfg.want_variant("unlink_floor")) {
+    for (const bool with_where : {false, true}) {
+      const char* variant = with_where ? "unlink_where_floor" : "unlink_floor";
+      if (!b.cfg.want_variant(variant)) continue;
       constexpr std::size_t list_count = 2048;
       std::vector<d::entry_list> lists(list_count);
       std::uniform_int_distribution<std::size_t> pick(0, list_count - 1);
       for (std::size_t i = 0; i < n; ++i) lists[pick(rng)].push_back(entries[i]);
-      phase("unlink_floor", unlink_ns, [&] {
-        for (std::uint32_t i : cancel_order) entries[i].unlink();
+      phase(variant, with_where ? unlink_where_ns : unlink_ns, [&] {
+        if (with_where)
+          for (std::uint32_t i : cancel_order) {
+            entries[i].unlink();
+            entries[i].where = d::wheel_entry::unlinked;
+          }
+        else
+          for (std::uint32_t i : cancel_order) entries[i].unlink();
       });
       std::size_t left = 0;
       for (auto& l : lists) left += !l.empty();
-      if (left != 0) b.fail.add("W11: the unlink floor left " + std::to_string(left) + " lists non-empty");
+      if (left != 0)
+        b.fail.add(std::string("W11: ") + variant + " left " + std::to_string(left) + " lists non-empty");
     }
     if (b.cfg.want_variant("touch_floor"))
       phase("touch_floor", touch_ns, [&] {
@@ -234,6 +249,7 @@ inline void w11_run(bench_run& b) {
       "no_wheel;the_same_each_prefetched_before_its_read");
   add("array_floor", array_ns, "one_pass_no_wheel;addresses_in_an_array");
   add("unlink_floor", unlink_ns, "no_wheel;unlink_from_a_doubly_linked_list");
+  add("unlink_where_floor", unlink_where_ns, "no_wheel;the_same_plus_where_written");
   b.out.add_group(std::move(g));
 }
 
