@@ -25,6 +25,14 @@ struct node : wheel_entry {
   int id = 0;
 };
 
+// How many entries sit in slots or are staged, counted one by one: the number behind
+// the wheel's has_slotted(), which keeps no count of entries.
+std::size_t slotted_count(wheel& w) {
+  std::size_t n = 0;
+  w.for_each([&n](wheel_entry& e) { n += e.in_slot() || e.is_staged(); });
+  return n;
+}
+
 // Advances to `to` and returns the ids that came due, in order.
 std::vector<int> advance(wheel& w, tick_t to) {
   w.advance_to(to);
@@ -207,6 +215,7 @@ BOOST_AUTO_TEST_CASE(a_staged_entry_waits_unlinked_and_leaves_without_a_link) {
   BOOST_TEST(n.linked());
   BOOST_TEST(!n.in_slot());
   BOOST_TEST(w.staged() == 1u);
+  BOOST_TEST(slotted_count(w) == 1u);
   BOOST_TEST(w.has_slotted());
   BOOST_TEST(w.next_slot_tick() == 256u); // counted at its slot's start
   w.insert(m, 7);
@@ -241,6 +250,7 @@ BOOST_AUTO_TEST_CASE(advancing_links_the_staged_entries_first) {
     BOOST_TEST_REQUIRE(w.staged() <= wheel::stage_capacity);
   }
   BOOST_TEST(w.staged() > 0u);
+  BOOST_TEST(slotted_count(w) == nodes.size());
   BOOST_TEST(w.has_slotted());
   auto fired = run_ticks(w, 600);
   BOOST_TEST(w.staged() == 0u);
@@ -677,6 +687,7 @@ BOOST_AUTO_TEST_CASE(a_slot_stays_occupied_until_its_last_chain_empties) {
     w.remove(nodes[i]);
     BOOST_TEST(w.next_slot_tick() == 7u); // nodes[0] is still there
   }
+  BOOST_TEST(slotted_count(w) == 1u);
   BOOST_TEST(w.has_slotted());
   BOOST_TEST(w.advance_to(7));
   BOOST_TEST(w.pop_due() == &nodes[0]);
