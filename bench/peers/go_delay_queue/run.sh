@@ -7,7 +7,7 @@
 #
 #   run.sh BENCH_BINARY OUTPUT      (scripts/bench --go-s2 calls it so)
 #
-# Each turn prints each side's push + take in ns per element (asio_wheel's: the median of
+# Each turn prints each side's push, take and push + take in ns per element (asio_wheel's: the median of
 # its 5 repetitions; Go's: one run of 1M); the summary, the median over the turns of each,
 # and Go's median over asio_wheel's. Env: S2_GO_TURNS (default 5).
 set -euo pipefail
@@ -27,7 +27,7 @@ wheel_all=() go_all=()
   echo "# commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown);" \
     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores;" \
     "$(go version | cut -d' ' -f3)"
-  printf '%-5s %12s %12s %12s %12s\n' turn wheel_push wheel_take wheel_sum go_sum
+  printf '%-5s %11s %11s %11s %11s %11s %11s\n' turn wheel_push wheel_take wheel_sum go_push go_take go_sum
   for ((turn = 1; turn <= turns; ++turn)); do
     # asio_wheel: the median column of S2's push, take_chained and push+take rows.
     s2=$("$bench" --only S2 --csv '')
@@ -38,7 +38,9 @@ wheel_all=() go_all=()
     go_line=$(cd "$here" && go test -run '^$' -bench PushAndTake -benchtime 1000000x -count 1 |
       grep '^BenchmarkPushAndTake')
     go_sum=$(awk '{ print $3 }' <<<"$go_line")
-    printf '%-5s %12s %12s %12s %12s\n' "$turn" "$(row push)" "$(row take_chained)" "$wheel" "$go_sum"
+    go_metric() { awk -v unit="$1" '{ for (i = 2; i <= NF; ++i) if ($i == unit) print $(i - 1) }' <<<"$go_line"; }
+    printf '%-5s %11s %11s %11s %11s %11s %11s\n' "$turn" "$(row push)" "$(row take_chained)" "$wheel" \
+      "$(go_metric push-ns/op)" "$(go_metric take-ns/op)" "$go_sum"
     wheel_all+=("$wheel") go_all+=("$go_sum")
   done
   wheel_median=$(printf '%s\n' "${wheel_all[@]}" | median)
