@@ -1,10 +1,10 @@
-// The peer of BENCHMARKS.md's W1, W3 and W4: Netty's HashedWheelTimer (Debian's
+// The peer of BENCHMARKS.md's W1 to W5: Netty's HashedWheelTimer (Debian's
 // libnetty-java 4.1.48 on Java 17, 1 ms tick, 512 slots, as BENCHMARKS.md measured it),
 // run on the machine that runs asio_wheel_bench, so that issue 13's "overtake Netty on
 // expiry storms and memory" is measured where our figures are. run.sh alternates it
 // with asio_wheel_bench.
 //
-//   java -cp netty-common.jar NettyWheel.java W1|W3|W4 [N]
+//   java -cp netty-common.jar NettyWheel.java W1|W2|W3|W4|W5 [N]
 //
 // W1 churn: N timeouts pending (deadlines uniform in [1 s, 60 s]); one op is a
 //   newTimeout at a random deadline and its cancel. Netty has no handler to run for a
@@ -12,6 +12,9 @@
 //   tick, so the work is in two threads: reported per op are the wall time of the loop
 //   and the CPU time of both threads over it, until the worker has removed them: what
 //   BENCHMARKS.md's "Netty's total CPU" means.
+// W2 idle reset: N timeouts pending; one op picks a random one and moves it to a random
+//   deadline in [1 s, 60 s]. Netty cannot move a timeout: the op is its cancel and a new
+//   timeout (the worker removes the old one a tick later). Reported as for W1.
 // W3 fire: N timeouts all due within 50 ms (uniform); the clock starts before the first
 //   newTimeout and stops when the last has run. Reported: ms, and how many ran before
 //   their deadline (early).
@@ -21,7 +24,11 @@
 //   machine pays), both from before the first newTimeout to once the worker has moved
 //   all of them into its buckets.
 //
-// Each of W1 and W3 runs one unrecorded warm-up repetition (the JIT) and 5 recorded ones,
+// W5 idle wake-ups: 10k timeouts due in 60 s, nothing else, for 5 s: the voluntary
+//   context switches per second of the worker thread (each a wake-up from its sleep to
+//   the next tick), read from /proc.
+//
+// Each of W1, W2 and W3 runs one unrecorded warm-up repetition (the JIT) and 5 recorded ones,
 // and prints their min and median, as asio_wheel_bench does.
 import io.netty.util.HashedWheelTimer;
 import io.netty.util.Timeout;
@@ -129,6 +136,69 @@ public class NettyWheel {
     System.out.printf("W1   netty  churn_cpu   %d  min %.1f  median %.1f  ns/op%n", n, min(cpu), median(cpu));
   }
 
+  static void w2(int n) throws Exception {
+    final int ops = 1_000_000;
+    SplittableRandom rng = new SplittableRandom(2);
+    HashedWheelTimer timer = newTimer();
+    AtomicLong runs = new AtomicLong();
+    Timeout[] pending = new Timeout[n];
+    long[] initial = randomMillis(rng, n, 1000, 60000);
+    for (int i = 0; i < n; ++i)
+      pending[i] = timer.newTimeout(new CountTask(runs), initial[i], TimeUnit.MILLISECONDS);
+    settle();
+    double[] wall = new double[REPS], cpu = new double[REPS];
+    for (int rep = -1; rep < REPS; ++rep) {
+      long[] delays = randomMillis(rng, ops, 1000, 60000);
+      int[] which = new int[ops];
+      for (int i = 0; i < ops; ++i) which[i] = rng.nextInt(n);
+      long cpu0 = churnCpuNanos(), t0 = System.nanoTime();
+      for (int i = 0; i < ops; ++i) {
+        Timeout old = pending[which[i]];
+        old.cancel();
+        pending[which[i]] = timer.newTimeout(old.task(), delays[i], TimeUnit.MILLISECONDS);
+      }
+      long t1 = System.nanoTime();
+      while (timer.pendingTimeouts() > n) Thread.sleep(1);
+      long cpu1 = churnCpuNanos();
+      if (rep >= 0) {
+        wall[rep] = (t1 - t0) / (double) ops;
+        cpu[rep] = (cpu1 - cpu0) / (double) ops;
+      }
+    }
+    timer.stop();
+    System.out.printf("W2   netty  reset_wall  %d  min %.1f  median %.1f  ns/op%n", n, min(wall), median(wall));
+    System.out.printf("W2   netty  reset_cpu   %d  min %.1f  median %.1f  ns/op%n", n, min(cpu), median(cpu));
+  }
+
+  // The voluntary context switches of the thread named `name` (/proc/self/task/*/comm).
+  static long contextSwitches(String name) throws Exception {
+    try (var tasks = Files.list(Path.of("/proc/self/task"))) {
+      for (Path task : (Iterable<Path>) tasks::iterator) {
+        if (!Files.readString(task.resolve("comm")).trim().equals(name)) continue;
+        for (String line : Files.readAllLines(task.resolve("status")))
+          if (line.startsWith("voluntary_ctxt_switches:")) return Long.parseLong(line.split("\\s+")[1]);
+      }
+    }
+    throw new IllegalStateException("W5: no thread named " + name);
+  }
+
+  static void w5(int n) throws Exception {
+    SplittableRandom rng = new SplittableRandom(5);
+    HashedWheelTimer timer = newTimer();
+    AtomicLong runs = new AtomicLong();
+    for (long d : randomMillis(rng, n, 59000, 60000))
+      timer.newTimeout(new CountTask(runs), d, TimeUnit.MILLISECONDS);
+    settle();
+    // Linux names a thread by the first 15 bytes of its Java name.
+    String name = worker.getName().length() > 15 ? worker.getName().substring(0, 15) : worker.getName();
+    long c0 = contextSwitches(name), t0 = System.nanoTime();
+    Thread.sleep(5000);
+    long c1 = contextSwitches(name), t1 = System.nanoTime();
+    timer.stop();
+    if (runs.get() != 0) throw new IllegalStateException("W5: a timeout ran");
+    System.out.printf("W5   netty  idle        %d  %.1f  wake-ups per second of its worker%n", n, (c1 - c0) / ((t1 - t0) / 1e9));
+  }
+
   static void w3(int n) throws Exception {
     SplittableRandom rng = new SplittableRandom(3);
     HashedWheelTimer timer = newTimer();
@@ -185,10 +255,12 @@ public class NettyWheel {
     int n = args.length > 1 ? Integer.parseInt(args[1]) : 1_000_000;
     switch (w) {
       case "W1": w1(n); break;
+      case "W2": w2(n); break;
+      case "W5": w5(args.length > 1 ? n : 10_000); break;
       case "W3": w3(n); break;
       case "W4": w4(n); break;
       default:
-        System.err.println("usage: NettyWheel W1|W3|W4 [N]");
+        System.err.println("usage: NettyWheel W1|W2|W3|W4|W5 [N]");
         System.exit(2);
     }
   }
