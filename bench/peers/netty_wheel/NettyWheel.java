@@ -1,8 +1,8 @@
 // The peer of BENCHMARKS.md's W1 to W5: Netty's HashedWheelTimer (Debian's
 // libnetty-java 4.1.48 on Java 17, 1 ms tick, 512 slots, as BENCHMARKS.md measured it),
 // run on the machine that runs asio_wheel_bench, so that issue 13's "overtake Netty on
-// expiry storms and memory" is measured where our figures are. run.sh alternates it
-// with asio_wheel_bench.
+// expiry storms and memory" is measured where our figures are. bench/peers/run.sh
+// alternates it with asio_wheel_bench.
 //
 //   java -cp netty-common.jar NettyWheel.java W1|W2|W3|W4|W5 [N]
 //
@@ -29,7 +29,7 @@
 //   the next tick), read from /proc.
 //
 // Each of W1, W2 and W3 runs one unrecorded warm-up repetition (the JIT) and 5 recorded ones,
-// and prints their min and median, as asio_wheel_bench does.
+// and reports their median (and min), as asio_wheel_bench does.
 import io.netty.util.HashedWheelTimer;
 import io.netty.util.Timeout;
 import io.netty.util.TimerTask;
@@ -93,6 +93,16 @@ public class NettyWheel {
     return d;
   }
 
+  // One figure, in the line format of bench/peers/run.sh: workload, implementation,
+  // metric, N, value, unit, a note without spaces.
+  static void report(String id, String metric, int n, double value, String unit, String note) {
+    System.out.println(id + " netty " + metric + " " + n + " " + round(value) + " " + unit + " " + note);
+  }
+
+  static String round(double v) {
+    return String.format("%.1f", v);
+  }
+
   static double median(double[] v) {
     double[] s = v.clone();
     Arrays.sort(s);
@@ -132,8 +142,8 @@ public class NettyWheel {
       }
     }
     timer.stop();
-    System.out.printf("W1   netty  churn_wall  %d  min %.1f  median %.1f  ns/op%n", n, min(wall), median(wall));
-    System.out.printf("W1   netty  churn_cpu   %d  min %.1f  median %.1f  ns/op%n", n, min(cpu), median(cpu));
+    report("W1", "churn_wall", n, median(wall), "ns/op", "min=" + round(min(wall)));
+    report("W1", "churn_cpu", n, median(cpu), "ns/op", "min=" + round(min(cpu)));
   }
 
   static void w2(int n) throws Exception {
@@ -166,8 +176,8 @@ public class NettyWheel {
       }
     }
     timer.stop();
-    System.out.printf("W2   netty  reset_wall  %d  min %.1f  median %.1f  ns/op%n", n, min(wall), median(wall));
-    System.out.printf("W2   netty  reset_cpu   %d  min %.1f  median %.1f  ns/op%n", n, min(cpu), median(cpu));
+    report("W2", "reset_wall", n, median(wall), "ns/op", "min=" + round(min(wall)));
+    report("W2", "reset_cpu", n, median(cpu), "ns/op", "min=" + round(min(cpu)));
   }
 
   // The voluntary context switches of the thread named `name` (/proc/self/task/*/comm).
@@ -196,7 +206,7 @@ public class NettyWheel {
     long c1 = contextSwitches(name), t1 = System.nanoTime();
     timer.stop();
     if (runs.get() != 0) throw new IllegalStateException("W5: a timeout ran");
-    System.out.printf("W5   netty  idle        %d  %.1f  wake-ups per second of its worker%n", n, (c1 - c0) / ((t1 - t0) / 1e9));
+    report("W5", "idle", n, (c1 - c0) / ((t1 - t0) / 1e9), "wakeups/s", "its_worker");
   }
 
   static void w3(int n) throws Exception {
@@ -227,7 +237,7 @@ public class NettyWheel {
       }
     }
     timer.stop();
-    System.out.printf("W3   netty  fire        %d  min %.1f  median %.1f  ms  early=%d%n", n, min(ms), median(ms), earlyAll);
+    report("W3", "fire", n, median(ms), "ms", "min=" + round(min(ms)) + ";early=" + earlyAll);
   }
 
   static void w4(int n) throws Exception {
@@ -244,8 +254,8 @@ public class NettyWheel {
       keep[i] = timer.newTimeout(new CountTask(runs), delays[i], TimeUnit.MILLISECONDS);
     settle();
     long heap1 = heapInUse(), rss1 = residentBytes();
-    System.out.printf("W4   netty  heap        %d  %.1f  B per pending timeout%n", n, (heap1 - heap0) / (double) n);
-    System.out.printf("W4   netty  rss         %d  %.1f  B per pending timeout%n", n, (rss1 - rss0) / (double) n);
+    report("W4", "heap", n, (heap1 - heap0) / (double) n, "B", "per_pending_timeout");
+    report("W4", "rss", n, (rss1 - rss0) / (double) n, "B", "per_pending_timeout");
     if (timer.pendingTimeouts() != n || keep[n - 1].isExpired()) throw new IllegalStateException("W4: timeouts not pending");
     timer.stop();
   }

@@ -1,0 +1,3 @@
+module asio_wheel/bench/peers/go_timers
+
+go 1.19
