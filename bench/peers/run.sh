@@ -35,7 +35,7 @@ trap 'rm -rf "$work"' EXIT
 # Each program's figures as lines: workload implementation metric N value unit note.
 ours() {
   "$bench" --only W1,W2,W3,W4,W5,S2 --n 1M --impl wheel --csv '' | awk '
-    function note(k,   i, kv, parts) { n = split($NF, parts, ";"); for (i = 1; i <= n; ++i) {
+    function note(k,   i, kv, parts, n) { n = split($NF, parts, ";"); for (i = 1; i <= n; ++i) {
       split(parts[i], kv, "="); if (kv[1] == k) return kv[2] } return "" }
     $1 == "W1" && $3 == "cancel"      { print "W1 asio_wheel churn", $4, $6, "ns/op", "min=" $5 }
     $1 == "W2" && $3 == "reset_after" { print "W2 asio_wheel reset_after", $4, $6, "ns/op", "min=" $5 }

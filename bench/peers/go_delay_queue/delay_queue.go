@@ -83,10 +83,3 @@ func (q *DelayQueue[T]) Take() T {
 		}
 	}
 }
-
-// Len is the number of values pushed and not yet taken.
-func (q *DelayQueue[T]) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.elements)
-}
