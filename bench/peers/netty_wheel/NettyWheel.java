@@ -43,6 +43,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 
 public class NettyWheel {
   static final int REPS = 5;
@@ -119,21 +120,23 @@ public class NettyWheel {
     Thread.sleep(100);
   }
 
-  static void w1(int n) throws Exception {
-    final int ops = 1_000_000;
-    SplittableRandom rng = new SplittableRandom(1);
-    HashedWheelTimer timer = newTimer();
-    AtomicLong runs = new AtomicLong();
-    for (long d : randomMillis(rng, n, 1000, 60000)) timer.newTimeout(new CountTask(runs), d, TimeUnit.MILLISECONDS);
-    settle();
+  // One op of W1 or W2: call i of a repetition, given that repetition's random draws.
+  interface Op {
+    void run(int i);
+  }
+
+  // W1's and W2's measurement: a warm-up and REPS repetitions of `ops` ops, each op from
+  // `repetition` (which makes the repetition's draws), timed by the wall clock and by the
+  // CPU time of this thread and the worker until the worker has taken out what they
+  // cancelled (a few ticks). The timer holds n pending timeouts throughout.
+  static void timeOps(HashedWheelTimer timer, int n, String id, String metric, int ops,
+                      Supplier<Op> repetition) throws Exception {
     double[] wall = new double[REPS], cpu = new double[REPS];
     for (int rep = -1; rep < REPS; ++rep) {
-      long[] delays = randomMillis(rng, ops, 1000, 60000);
+      Op op = repetition.get();
       long cpu0 = churnCpuNanos(), t0 = System.nanoTime();
-      for (int i = 0; i < ops; ++i)
-        timer.newTimeout(new CountTask(runs), delays[i], TimeUnit.MILLISECONDS).cancel();
+      for (int i = 0; i < ops; ++i) op.run(i);
       long t1 = System.nanoTime();
-      // Until the worker has taken the cancelled timeouts out (a few ticks).
       while (timer.pendingTimeouts() > n) Thread.sleep(1);
       long cpu1 = churnCpuNanos();
       if (rep >= 0) {
@@ -142,12 +145,25 @@ public class NettyWheel {
       }
     }
     timer.stop();
-    report("W1", "churn_wall", n, median(wall), "ns/op", "min=" + round(min(wall)));
-    report("W1", "churn_cpu", n, median(cpu), "ns/op", "min=" + round(min(cpu)));
+    report(id, metric + "_wall", n, median(wall), "ns/op", "min=" + round(min(wall)));
+    report(id, metric + "_cpu", n, median(cpu), "ns/op", "min=" + round(min(cpu)));
+  }
+
+  static final int OPS = 1_000_000;
+
+  static void w1(int n) throws Exception {
+    SplittableRandom rng = new SplittableRandom(1);
+    HashedWheelTimer timer = newTimer();
+    AtomicLong runs = new AtomicLong();
+    for (long d : randomMillis(rng, n, 1000, 60000)) timer.newTimeout(new CountTask(runs), d, TimeUnit.MILLISECONDS);
+    settle();
+    timeOps(timer, n, "W1", "churn", OPS, () -> {
+      long[] delays = randomMillis(rng, OPS, 1000, 60000);
+      return i -> timer.newTimeout(new CountTask(runs), delays[i], TimeUnit.MILLISECONDS).cancel();
+    });
   }
 
   static void w2(int n) throws Exception {
-    final int ops = 1_000_000;
     SplittableRandom rng = new SplittableRandom(2);
     HashedWheelTimer timer = newTimer();
     AtomicLong runs = new AtomicLong();
@@ -156,28 +172,16 @@ public class NettyWheel {
     for (int i = 0; i < n; ++i)
       pending[i] = timer.newTimeout(new CountTask(runs), initial[i], TimeUnit.MILLISECONDS);
     settle();
-    double[] wall = new double[REPS], cpu = new double[REPS];
-    for (int rep = -1; rep < REPS; ++rep) {
-      long[] delays = randomMillis(rng, ops, 1000, 60000);
-      int[] which = new int[ops];
-      for (int i = 0; i < ops; ++i) which[i] = rng.nextInt(n);
-      long cpu0 = churnCpuNanos(), t0 = System.nanoTime();
-      for (int i = 0; i < ops; ++i) {
+    timeOps(timer, n, "W2", "reset", OPS, () -> {
+      long[] delays = randomMillis(rng, OPS, 1000, 60000);
+      int[] which = new int[OPS];
+      for (int i = 0; i < OPS; ++i) which[i] = rng.nextInt(n);
+      return i -> {
         Timeout old = pending[which[i]];
         old.cancel();
         pending[which[i]] = timer.newTimeout(old.task(), delays[i], TimeUnit.MILLISECONDS);
-      }
-      long t1 = System.nanoTime();
-      while (timer.pendingTimeouts() > n) Thread.sleep(1);
-      long cpu1 = churnCpuNanos();
-      if (rep >= 0) {
-        wall[rep] = (t1 - t0) / (double) ops;
-        cpu[rep] = (cpu1 - cpu0) / (double) ops;
-      }
-    }
-    timer.stop();
-    report("W2", "reset_wall", n, median(wall), "ns/op", "min=" + round(min(wall)));
-    report("W2", "reset_cpu", n, median(cpu), "ns/op", "min=" + round(min(cpu)));
+      };
+    });
   }
 
   // The voluntary context switches of the thread named `name` (/proc/self/task/*/comm).
