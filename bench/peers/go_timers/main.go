@@ -69,49 +69,57 @@ func arm(c *counter, delays []time.Duration) []*time.Timer {
 	return timers
 }
 
-func w1(n int) {
-	const ops = 1_000_000
-	rng := rand.New(rand.NewSource(1))
-	var c counter
-	pending := arm(&c, randomDurations(rng, n, time.Second, 60*time.Second))
+const ops = 1_000_000
+
+// timeOps is W1's and W2's measurement: a warm-up and reps recorded repetitions, each
+// of a loop of ops operations that repetition() returns once it has made the
+// repetition's random draws (untimed); the loop itself runs the operations inline, so
+// that no call per operation is timed. Reports the median (and min) ns per op.
+func timeOps(id, metric string, n int, repetition func() func()) {
 	ns := make([]float64, 0, reps)
 	for rep := -1; rep < reps; rep++ {
-		delays := randomDurations(rng, ops, time.Second, 60*time.Second)
+		loop := repetition()
 		t0 := time.Now()
-		for _, d := range delays {
-			time.AfterFunc(d, func() { c.runs.Add(1) }).Stop()
-		}
+		loop()
 		if rep >= 0 {
 			ns = append(ns, float64(time.Since(t0).Nanoseconds())/ops)
 		}
 	}
 	lo, med := minMedian(ns)
-	report("W1", "churn", n, med, "ns/op", fmt.Sprintf("min=%.1f", lo))
+	report(id, metric, n, med, "ns/op", fmt.Sprintf("min=%.1f", lo))
+}
+
+func w1(n int) {
+	rng := rand.New(rand.NewSource(1))
+	var c counter
+	pending := arm(&c, randomDurations(rng, n, time.Second, 60*time.Second))
+	timeOps("W1", "churn", n, func() func() {
+		delays := randomDurations(rng, ops, time.Second, 60*time.Second)
+		return func() {
+			for _, d := range delays {
+				time.AfterFunc(d, func() { c.runs.Add(1) }).Stop()
+			}
+		}
+	})
 	runtime.KeepAlive(pending)
 }
 
 func w2(n int) {
-	const ops = 1_000_000
 	rng := rand.New(rand.NewSource(2))
 	var c counter
 	pending := arm(&c, randomDurations(rng, n, time.Second, 60*time.Second))
-	ns := make([]float64, 0, reps)
-	for rep := -1; rep < reps; rep++ {
+	timeOps("W2", "reset", n, func() func() {
 		delays := randomDurations(rng, ops, time.Second, 60*time.Second)
 		which := make([]int32, ops)
 		for i := range which {
 			which[i] = int32(rng.Intn(n))
 		}
-		t0 := time.Now()
-		for i, d := range delays {
-			pending[which[i]].Reset(d)
+		return func() {
+			for i, d := range delays {
+				pending[which[i]].Reset(d)
+			}
 		}
-		if rep >= 0 {
-			ns = append(ns, float64(time.Since(t0).Nanoseconds())/ops)
-		}
-	}
-	lo, med := minMedian(ns)
-	report("W2", "reset", n, med, "ns/op", fmt.Sprintf("min=%.1f", lo))
+	})
 }
 
 func w3(n int) {
