@@ -26,11 +26,11 @@ jar=/usr/share/java/netty-common.jar
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The Go programs built once (and the delay queue's own tests run: it takes in due
-# order, never early).
+# The Go programs built once, and the delay queue's own tests run from that build: it
+# takes in due order, never early.
 (cd "$here/go_timers" && go vet ./... && go build -o "$work/go_timers" .)
-(cd "$here/go_delay_queue" && go vet ./... && go test -count 1 ./... >/dev/null &&
-  go test -c -o "$work/go_delay_queue.test" .)
+(cd "$here/go_delay_queue" && go vet ./... && go test -c -o "$work/go_delay_queue.test" . &&
+  "$work/go_delay_queue.test" -test.count 1 >/dev/null)
 
 # Each program's figures as lines: workload implementation metric N value unit note.
 ours() {
@@ -72,10 +72,10 @@ done
   awk 'function short(n) { return n % 1000000 == 0 ? n / 1000000 "M" : n % 1000 == 0 ? n / 1000 "k" : n }
        { if (!($2 in rank)) rank[$2] = ++ids
          key = $2 " " $3 " " $4
-         if (!(key in seen)) { seen[key] = 1; order[++k] = key; n[key] = $5 ~ /^[0-9]+$/ ? short($5) : $5; unit[key] = $7 }
+         if (!(key in seen)) { seen[key] = 1; order[++k] = key; size[key] = $5 ~ /^[0-9]+$/ ? short($5) : $5; unit[key] = $7 }
          v[key] = v[key] " " $6 }
        END { for (r = 1; r <= ids; ++r) for (i = 1; i <= k; ++i) {
-               split(order[i], f, " "); if (rank[f[1]] == r) print order[i], n[order[i]], unit[order[i]], v[order[i]] } }' "$work/turns" |
+               split(order[i], f, " "); if (rank[f[1]] == r) print order[i], size[order[i]], unit[order[i]], v[order[i]] } }' "$work/turns" |
     while read -r id impl metric count unit values; do
       sorted=$(tr ' ' '\n' <<<"$values" | grep . | sort -g)
       med=$(awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }' <<<"$sorted")

@@ -48,7 +48,7 @@ import java.util.function.Supplier;
 public class NettyWheel {
   static final int REPS = 5;
 
-  // The timer's worker thread, for its CPU time (W1).
+  // The timer's worker thread: its CPU time (W1, W2) and its wake-ups (W5).
   static volatile Thread worker;
 
   static HashedWheelTimer newTimer() {
@@ -114,8 +114,9 @@ public class NettyWheel {
     return Arrays.stream(v).min().getAsDouble();
   }
 
-  // The worker takes at most 100000 new timeouts into its buckets per tick; waits until
-  // it has taken all (pendingTimeouts counts both, so a timeout due far off shows it).
+  // The worker takes at most 100000 new timeouts from its queue into its buckets per
+  // tick, so 1M take 10 ticks. pendingTimeouts counts the queued ones too and cannot say
+  // when they are all in, so this waits a fixed 100 ms (100 ticks).
   static void settle() throws InterruptedException {
     Thread.sleep(100);
   }
