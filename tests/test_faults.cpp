@@ -284,9 +284,13 @@ struct flaky_executor {
     if (fail_work && *fail_work) throw std::bad_alloc();
     return *this;
   }
+  // While *drop is set, what it is given is destroyed unrun (an executor whose owner
+  // stops it, say).
+  const bool* drop = nullptr;
   template <class F>
   void execute(F&& f) const {
     if (*fail) throw std::bad_alloc();
+    if (drop && *drop) return;
     const auto never = asio::require(inner, asio::execution::blocking.never);
 #if ASIO_WHEEL_ASIO_VERSION >= 102600
     never.execute(std::forward<F>(f));
@@ -309,7 +313,10 @@ struct flaky_context {
   asio_wheel::wheel_service& svc = asio_wheel::install(io, manual());
   bool fail = false;
   bool fail_work = false;
-  asio::any_io_executor flaky() { return flaky_executor{io.get_executor(), &fail, &fail_work}; }
+  bool drop = false;
+  asio::any_io_executor flaky() {
+    return flaky_executor{io.get_executor(), &fail, &fail_work, &drop};
+  }
 
   // How the waits a test started completed: with operation_aborted, or otherwise.
   int aborted = 0, other = 0;
@@ -648,10 +655,10 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_that_cannot_be_counted_fires_at_the_next_step
 }
 
 // The deadline comes, but its emission cannot be dispatched to the operation's executor:
-// the exception leaves run(), and the deadline goes back on the wheel as passed, so the
-// next step emits it and the wait is cut short once. Before, the deadline was dropped:
-// the wait would have run its full hour.
-BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_the_next_step,
+// the exception leaves run(), and the deadline goes back on the wheel for the next tick,
+// so the wait is cut short once, a tick late. Before, the deadline was dropped: the
+// wait would have run its full hour.
+BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_a_tick_later,
                         flaky_context) {
   asio_wheel::timer t(flaky(), 1h);
   t.async_wait(asio_wheel::cancel_after(10ms, tally()));
@@ -659,11 +666,49 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_at_
   fail = true;       // and the emission's dispatch to the timer's executor fails
   BOOST_CHECK_THROW(io.poll(), std::bad_alloc);
   fail = false;
+  BOOST_TEST(svc.stats().pending == 1u); // the wait; its deadline is back on the wheel
+  next_step();
+  BOOST_TEST(aborted + other == 0); // not within the same tick
+
+  svc.advance(1ms);
   io.restart();
   io.poll();
-  BOOST_TEST(aborted + other == 0);
+  BOOST_TEST(aborted == 1);
+  BOOST_TEST(other == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
+}
 
-  next_step();
+// The same while the operation's executor keeps failing, with the shard's steps on the
+// context's own executor (an object built on it came first), which do run: the emission
+// is tried once a tick, not at every step. Before, the deadline went back as passed,
+// and each failed emission posted a step that tried again at once: run() threw on every
+// call without time moving, and with an executor that drops what it is given, would
+// never have returned.
+BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_keeps_failing_is_tried_once_a_tick,
+                        flaky_context) {
+  asio_wheel::timer first(io); // the shard's steps go to io's executor
+  asio_wheel::timer t(flaky(), 1h);
+  t.async_wait(asio_wheel::cancel_after(10ms, tally()));
+  svc.advance(10ms);
+  fail = true;
+  for (int tick = 0; tick < 3; ++tick) {
+    BOOST_CHECK_THROW(io.poll(), std::bad_alloc);
+    io.restart();
+    BOOST_CHECK_NO_THROW(io.poll()); // nothing left to try within this tick
+    BOOST_TEST((svc.stats().next_wakeup == svc.now() + 1ms));
+    svc.advance(1ms);
+    io.restart();
+  }
+  fail = false;
+  drop = true; // the same when the executor drops the emission unrun
+  for (int tick = 0; tick < 3; ++tick) {
+    io.poll(); // returns: the dropped emission's retry waits for the next tick
+    BOOST_TEST((svc.stats().next_wakeup == svc.now() + 1ms));
+    svc.advance(1ms);
+    io.restart();
+  }
+  drop = false;
+  io.poll();
   BOOST_TEST(aborted == 1);
   BOOST_TEST(other == 0);
   BOOST_TEST(svc.stats().pending == 0u);

@@ -213,14 +213,16 @@ private:
   // The firing ref of an emission that never ran: shutdown dropped it, or the I/O
   // executor threw from its dispatch (a user's, or a strand's that could not allocate)
   // or dropped it unrun. Unless the operation completed or the shard shut down
-  // meanwhile, the deadline goes back on the wheel as passed: the next step emits
-  // again, so the operation is not left without its deadline.
+  // meanwhile, the deadline goes back on the wheel for the next tick, to be emitted
+  // again then, so the operation is not left without its deadline (late, never early).
+  // Not as passed: while the executor keeps failing, each step would retry at once, in
+  // a busy loop.
   void give_back_unrun() noexcept {
     bool last;
     {
       auto guard = shard_->lock();
       if (!done_ && !shard_->shut_down_locked() && !linked())
-        shard_->schedule_nothrow_locked(*this, steady_time::min());
+        shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
       last = drop_ref_locked();
     }
     if (last) dealloc_(this);

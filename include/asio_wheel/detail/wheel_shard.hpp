@@ -241,6 +241,13 @@ public:
   bool reached_locked(const shard_entry& e) const noexcept {
     return e.deadline_tick() <= wheel_.now();
   }
+  // The first tick after the one the wheel stands at: when to try again something that
+  // failed in this step. Not passed: a step would find it due at once, and what keeps
+  // failing (a user's executor that throws on every dispatch) would then be retried in
+  // a loop that never lets run() return; this way it is retried once a tick.
+  steady_time next_tick_time_locked() const noexcept {
+    return clock_.tick_time(wheel_.now() + 1);
+  }
   // schedule_locked for an owner that has nothing to undo, or cannot let an exception
   // out: if the driver cannot be told (a post or an arm that throws on a user's
   // executor; on an io_context neither can), `e` stays linked all the same and comes
