@@ -44,10 +44,24 @@ std::size_t timer_state::expires_at_locking(steady_time t) {
   return n;
 }
 
+void timer_state::move_to_shard(wheel_shard& to) noexcept {
+  wheel_shard& old = shard();
+  assert(&to != &old && ops.empty() && !linked());
+  // Both locks, in the order of the shards' indices (no other code holds two at once).
+  wheel_shard& first = old.index() < to.index() ? old : to;
+  wheel_shard& second = &first == &old ? to : old;
+  auto first_guard = first.lock();
+  auto second_guard = second.lock();
+  owner_index.store(to.index(), std::memory_order_relaxed);
+}
+
 void timer_state::take_over(timer_state& from) noexcept {
-  owner_index = from.owner_index;
+  if (&from.shard() != &shard()) move_to_shard(from.shard()); // a move assignment
+  // `from` is left as a new timer is (Asio's moved-from timer too): expiry time_point(),
+  // so that a wait started on it completes at once, not at the expiry that moved away.
   if (!from.may_have_waits()) { // nothing on the wheel to move (a timer put in a vector)
     set_expiry(from.expiry());
+    from.set_expiry(steady_time());
     return;
   }
   wheel_shard& shard = this->shard();
@@ -68,6 +82,7 @@ void timer_state::take_over(timer_state& from) noexcept {
     set_holds_inline_op(true);
   }
   shard.move_list_locked(from, *this);
+  from.set_expiry(steady_time()); // off the wheel now: no step reads it
 }
 
 std::size_t timer_state::expired(timer_state& timer, due_step& step) {

@@ -145,7 +145,9 @@ void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {
   list.ops.remove(leaving);
   complete_soon_locked(leaving, op_result::aborted);
   uncount_pending_locked(op_result::aborted);
-  if (list.ops.empty()) unschedule_locked(list);
+  if (!list.ops.empty()) return;
+  unschedule_locked(list);
+  if (list.has_schedule()) unschedule_locked(static_cast<scheduled_wait_list&>(list).schedule);
 }
 
 void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noexcept {
@@ -161,6 +163,9 @@ void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noe
 bool wheel_shard::cancel_op(const op_cancellation& c) {
   auto guard = lock();
   wait_list& list = *c.owner; // under the lock: a move may have re-pointed it
+  // Stale: the timer moved to another shard after c's wait ended, and its list is that
+  // shard's to guard now (see op_cancellation). No op of it is c's.
+  if (list.shard_index() != index()) return false;
   for (wheel_op& op : list.ops) {
     if (!op.cancelled_by(c)) continue;
     abort_locked(list, op); // ends the walk: the list changed

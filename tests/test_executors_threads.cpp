@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -360,6 +361,57 @@ BOOST_AUTO_TEST_CASE(a_cancellation_racing_a_timer_move_is_never_lost) {
     BOOST_TEST(result == aborted);
   }
   BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// A cancellation handler stays in its slot after its wait ended, and an emission then is
+// a no-op. Timer `a`'s ended wait named shard 0; then `a` was move-assigned from a timer
+// on shard 1, and lives there. The stale emission must not read a's list under shard
+// 0's lock while shard 1's steps change it under theirs: it did (a data race under
+// TSan, a heap-use-after-free under ASan in some runs), until the list's shard index
+// told it that the list is no longer shard 0's.
+BOOST_AUTO_TEST_CASE(a_stale_cancellation_after_a_move_to_another_shard_reads_nothing_of_it) {
+  // Steady mode (the manual clock has one shard); every wait is due at once, no sleep.
+  asio::io_context io;
+  asio_wheel::wheel_options o;
+  o.shards = 2;
+  o.sharding = asio_wheel::shard_policy::round_robin;
+  asio_wheel::wheel_service& svc = asio_wheel::install(io, o);
+  asio_wheel::timer a(io, 1h); // shard 0
+  asio_wheel::timer b(io);     // shard 1
+  asio::cancellation_signal stale;
+  error_code first;
+  a.async_wait(asio::bind_cancellation_slot(stale.slot(), [&](error_code ec) { first = ec; }));
+  BOOST_TEST(a.cancel() == 1u);
+  io.poll();
+  io.restart();
+  BOOST_TEST(first == aborted);
+  a = std::move(b); // a goes to shard 1
+
+  // Waits on `a` due at once, each started by the last one's handler, so that shard 1's
+  // steps change a's list on the context's threads while the stale signal is emitted.
+  constexpr int waits = 20000;
+  std::atomic<int> done{0}, aborted_waits{0};
+  auto strand = asio::make_strand(io);
+  std::function<void()> next = [&] {
+    if (done == waits) return;
+    a.expires_at(std::chrono::steady_clock::time_point());
+    a.async_wait(asio::bind_executor(strand, [&](error_code ec) {
+      aborted_waits += ec == aborted; // the stale emission aborts nothing
+      ++done;
+      next();
+    }));
+  };
+  asio::post(strand, next);
+  std::thread emitter([&] {
+    while (done < waits) stale.emit(asio::cancellation_type::terminal);
+  });
+  std::thread runner([&] { io.run(); });
+  io.run();
+  runner.join();
+  emitter.join();
+  BOOST_TEST(done == waits);
+  BOOST_TEST(aborted_waits == 0);
+  BOOST_TEST(svc.stats().pending == 0u);
 }
 
 // ASIO_WHEEL_TEST_HINT_UNSAFE: Asio takes no locks; the wheel works on one

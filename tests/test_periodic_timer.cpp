@@ -314,7 +314,11 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_aborts_one_tick) {
   sig.emit(net::cancellation_type::terminal);
   f.settle();
   BOOST_TEST((r.ec == net::error::operation_aborted));
-  f.advance(10ms); // the orphaned tick entry fires with nobody waiting: harmless
+  // The schedule left the wheel with its last tick: nothing to wake up for, so that on
+  // the steady clock the driver is not armed, and run() not kept going, for a tick that
+  // nobody waits for (it was, for a whole period).
+  BOOST_TEST((f.svc.stats().next_wakeup == steady_clock::time_point::max()));
+  f.advance(10ms);
   BOOST_TEST(f.svc.stats().pending == 0u);
   // The tick at 10 ms went unobserved; the next async_tick gets it, as if by post.
   tick(t, f, r);
@@ -326,6 +330,21 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_aborts_one_tick) {
   tick(t, f, r);
   step_until(f, r);
   BOOST_TEST((r.at == 20ms));
+}
+
+// The same on the steady clock: once its only tick is cancelled per-operation, nothing
+// is pending, and run() returns at once, as for a steady_timer (it ran for a period).
+BOOST_AUTO_TEST_CASE(steady_run_returns_once_the_only_tick_is_cancelled_per_operation) {
+  net::io_context io;
+  periodic_timer t(io, 1h);
+  net::cancellation_signal sig;
+  error_code got;
+  t.async_tick(net::bind_cancellation_slot(sig.slot(), [&](error_code ec, std::uint64_t) { got = ec; }));
+  net::post(io, [&] { sig.emit(net::cancellation_type::terminal); });
+  io.run(); // would wait out the hour if the tick's schedule kept the driver armed
+  BOOST_TEST((got == net::error::operation_aborted));
+  auto& svc = net::use_service<asio_wheel::wheel_service>(io);
+  BOOST_TEST(svc.stats().wakeups == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(several_pending_ticks_complete_in_order) {

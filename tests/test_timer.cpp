@@ -657,6 +657,35 @@ BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
   BOOST_TEST(!rd.ec);
 }
 
+// A moved-from timer is as if newly constructed on its executor (Asio's moved-from
+// basic_waitable_timer too): expiry time_point(), so a wait on it completes at once. It
+// kept the expiry that moved away, and such a wait waited for it (an hour here).
+BOOST_AUTO_TEST_CASE(a_moved_from_timer_is_as_new) {
+  fixture f;
+  const auto never_set = std::chrono::steady_clock::time_point();
+  for (const bool with_wait : {false, true}) { // off the wheel, and with a wait to carry
+    asio_wheel::timer a(f.io, 1h);
+    recorder carried;
+    if (with_wait) a.async_wait(carried.handler(f));
+    asio_wheel::timer b(std::move(a));
+    BOOST_TEST((a.expiry() == never_set));
+    BOOST_TEST((b.expiry() == f.svc.now() + 1h));
+    asio_wheel::timer c(f.io, 2h);
+    c = std::move(b);
+    BOOST_TEST((b.expiry() == never_set));
+    recorder r;
+    a.async_wait(r.handler(f));
+    b.async_wait(r.handler(f));
+    f.settle();
+    BOOST_TEST(r.calls == 2);
+    BOOST_TEST(!r.ec);
+    BOOST_TEST(carried.calls == 0); // c's now, still pending
+    BOOST_TEST(c.cancel() == (with_wait ? 1u : 0u));
+    f.settle();
+  }
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(cancel_and_expires_after_reach_every_wait_however_it_came) {
   // cancel, cancel_one and expires_* skip the lock while the timer knows it has no
   // wait (timer_state::may_have_waits): each way a wait can come to a timer must make

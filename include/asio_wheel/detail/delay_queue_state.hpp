@@ -234,7 +234,7 @@ struct delay_queue_state : due_entry {
   using node = delay_node<T>;
   using node_state = typename node::state_type;
 
-  explicit delay_queue_state(wheel_shard& s) noexcept : shard(&s) {
+  explicit delay_queue_state(wheel_shard& s) noexcept : shard(&s), takers(s.index()) {
     on_due = &delay_queue_state::dispatch_due;
   }
 

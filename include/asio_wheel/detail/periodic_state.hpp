@@ -4,7 +4,7 @@
 // Two wheel entries: the state itself, linked at the next tick's due time while a tick
 // is pending, whose on_due (tick_due) evaluates the tick; and `ticks`, the wait_list of
 // pending async_ticks, parked on the never list while non-empty (so that shutdown finds
-// them). Every field but `shard` and `policy` changes only under the shard's lock.
+// them), whose last op leaving by an abort takes the state off too. Every field but `shard` and `policy` changes only under the shard's lock.
 #ifndef ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 #define ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 
@@ -41,14 +41,14 @@ inline std::atomic<std::uint64_t> periodic_seed{0x853c49e6748fea9bULL};
 struct periodic_state : due_entry {
   // The first tick is due one period from now; period > 0 (checked by the timer).
   periodic_state(wheel_shard& s, steady_duration p, missed_tick how) noexcept
-      : shard(&s), period(p), policy(how) {
+      : shard(&s), ticks(s.index(), *this), period(p), policy(how) {
     on_due = &periodic_state::tick_due;
     rng = periodic_seed.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
     next = saturating_add(s.now(), p);
   }
 
   wheel_shard* const shard;
-  wait_list ticks;              // pending async_ticks
+  scheduled_wait_list ticks;    // pending async_ticks; this entry is their schedule
   steady_time next{};           // slot of the next tick to complete
   steady_time due{};            // next + its jitter, while the entry is on the wheel
   steady_duration period{};     // > 0
@@ -120,7 +120,10 @@ private:
   // the schedule on by the policy.
   static std::size_t tick_due(due_entry& e, due_step& step) {
     auto& s = static_cast<periodic_state&>(e);
-    if (s.ticks.ops.empty()) return 0; // its only tick was cancelled per-operation
+    // Linked only while a tick waits: the per-operation cancellation of the last one
+    // takes this entry off too (scheduled_wait_list).
+    assert(!s.ticks.ops.empty());
+    if (s.ticks.ops.empty()) return 1;
     const steady_time now = step.now;
     const steady_time slot = s.next;
     // Late by whole periods after the first time the wheel could complete the tick.

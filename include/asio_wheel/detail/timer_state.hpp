@@ -18,11 +18,11 @@
 namespace asio_wheel::detail {
 
 struct timer_state : wait_list {
-  explicit timer_state(wheel_shard& s) noexcept { owner_index = s.index(); }
+  explicit timer_state(wheel_shard& s) noexcept : wait_list(s.index()) {}
 
-  // Where the timer lives; changes only by a move assignment. Named by its index (in
-  // the entry's padding), which keeps the timer a pointer smaller.
-  wheel_shard& shard() const noexcept { return wheel_shard::at(owner_index); }
+  // Where the timer lives; changes only by a move assignment (see take_over). Named by
+  // its index (in the entry's padding), which keeps the timer a pointer smaller.
+  wheel_shard& shard() const noexcept { return wheel_shard::at(shard_index()); }
 
   // now() + d on the timer's shard, saturated, with the not_due_before() reading it
   // started from (wheel_shard::deadline_after_with_bound).
@@ -113,7 +113,8 @@ struct timer_state : wait_list {
     if (!ops.empty()) shard.schedule_nothrow_locked(*this, t);
   }
   // The timer moved from `from` (on shard `from.shard()`) to *this, which has no waits:
-  // takes over its shard, expiry, place on the wheel and waits.
+  // takes over its shard, expiry, place on the wheel and waits. `from` is left as a new
+  // timer on its shard.
   void take_over(timer_state& from) noexcept;
 
   // The entry came due (the shard's step, lock held): every wait completes with
@@ -121,6 +122,13 @@ struct timer_state : wait_list {
   static std::size_t expired(timer_state& timer, due_step& step);
 
 private:
+  // A move assignment from a timer on shard `to`: *this (no waits, off the wheel) goes
+  // there. A cancellation handler left in a slot by one of its earlier waits names the
+  // old shard and this list, and may be emitted on any thread: under the old shard's
+  // lock it reads shard_index() to see that the list is no longer that shard's
+  // (wheel_shard::cancel_op). So the index changes under both shards' locks.
+  void move_to_shard(wheel_shard& to) noexcept;
+
   // wheel_clock::steady_deadline_base(), read before anything is loaded from the state,
   // with its lines asked for (see deadline_after_with_bound).
   steady_time steady_base_before_loads() const noexcept {

@@ -134,9 +134,11 @@ struct wheel_entry : list_hook {
   // whatever serializes calls on the owner) reads and writes, never a step. Plain, so
   // that using it costs no atomic instruction.
   std::uint8_t owner_thread_byte = 0;
-  // Also the owner's, also in padding: a timer keeps its shard's index here
-  // (wheel_shard::at), two bytes where a pointer would cost eight.
-  std::uint16_t owner_index = 0;
+  // Also the owner's, also in padding: a shard's wait_list keeps the index of its shard
+  // here (wheel_shard::at), two bytes where a pointer would cost eight. Atomic because
+  // a cancellation handler may read it on any thread (wheel_shard::cancel_op); relaxed
+  // loads and stores cost no more than plain ones.
+  std::atomic<std::uint16_t> owner_index{0};
 
   // The owner takes it off the wheel first: the due ring holds its address, which no
   // hook can take back (a list hook would unlink itself, leaving the counts wrong).

@@ -95,6 +95,7 @@ struct shard_entry : wheel_entry {
 protected:
   static constexpr std::uint8_t wait_list_bit = 1;
   static constexpr std::uint8_t inline_op_bit = 2;
+  static constexpr std::uint8_t schedule_bit = 4; // a scheduled_wait_list
 };
 
 // A step of its owner on the wheel: on_due runs when it comes due.
@@ -107,8 +108,19 @@ struct due_entry : shard_entry {
 // wheel iff `ops` is non-empty. A timer's list is linked at its expiry and comes due
 // there; the others are parked on the never list, where they never come due.
 struct wait_list : shard_entry {
-  wait_list() noexcept { owner_bits.store(wait_list_bit, std::memory_order_relaxed); }
+  explicit wait_list(std::uint16_t shard_index) noexcept {
+    owner_bits.store(wait_list_bit, std::memory_order_relaxed);
+    owner_index.store(shard_index, std::memory_order_relaxed);
+  }
   op_queue ops;
+
+  // The index of the shard whose lock guards the list (wheel_shard::at). Fixed for the
+  // list's life, but for a timer's move assignment from a timer on another shard, which
+  // changes it while it holds both shards' locks (timer_state::take_over): so a thread
+  // that holds either lock reads an index that cannot change under it.
+  std::uint16_t shard_index() const noexcept {
+    return owner_index.load(std::memory_order_relaxed);
+  }
 
   // Whether one of `ops` lives in the owner's inline buffer (wheel_op::is_inline). Set
   // and cleared under the shard's lock, after the op moved in or out; the owner's own
@@ -122,6 +134,23 @@ struct wait_list : shard_entry {
     owner_bits.store(on ? bits | inline_op_bit : bits & ~inline_op_bit,
                      std::memory_order_release);
   }
+
+  bool has_schedule() const noexcept {
+    return owner_bits.load(std::memory_order_relaxed) & schedule_bit;
+  }
+};
+
+// A wait_list whose owner keeps another entry, its schedule, on the wheel only while
+// the list holds ops: a periodic timer's ticks and the due time of its next tick. When
+// an abort empties the list (the per-operation cancellation of the last tick), the
+// schedule leaves the wheel with it (wheel_shard::abort_locked), so that the driver is
+// not kept armed, and run() going, for a tick that nobody waits for.
+struct scheduled_wait_list : wait_list {
+  scheduled_wait_list(std::uint16_t shard_index, shard_entry& s) noexcept
+      : wait_list(shard_index), schedule(s) {
+    owner_bits.store(wait_list_bit | schedule_bit, std::memory_order_relaxed);
+  }
+  shard_entry& schedule;
 };
 
 // The per-operation cancellation handler of a pending op, installed in the handler's
@@ -130,9 +159,12 @@ struct wait_list : shard_entry {
 // completion, or on a signal whose op's memory was reused, is a harmless no-op while
 // the owner lives. `owner` is read and written only under the shard's lock: when the
 // owner moves (a timer move), move_list_locked re-points it, and an emission racing the
-// move on another thread finds the op in whichever list holds it. The handler object
-// itself is never replaced while the op is pending, so the emitting thread never sees
-// it change under it.
+// move on another thread finds the op in whichever list holds it. `shard` never changes:
+// a handler left in its slot after its op completed still names the shard of its wait,
+// and if the timer has since moved to another shard (a move assignment), the list's
+// shard_index() says so under this shard's lock, and the emission reads no further. The
+// handler object itself is never replaced while the op is pending, so the emitting
+// thread never sees it change under it.
 struct op_cancellation {
   wheel_shard* shard;
   wait_list* owner;
