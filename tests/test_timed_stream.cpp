@@ -816,6 +816,40 @@ BOOST_AUTO_TEST_CASE(constructs_from_executor_context_or_a_socket_and_moves) {
   BOOST_TEST(late.ec == timeout);
 }
 
+// rebind_executor and the converting move: what as_default_on needs (it did not compile).
+BOOST_AUTO_TEST_CASE(rebind_executor_and_as_default_on) {
+  fixture f;
+  using strand_executor = asio::strand<asio::any_io_executor>;
+  using strand_stream = local_stream::rebind_executor<strand_executor>::other;
+  static_assert(std::is_same_v<strand_stream, asio_wheel::basic_timed_stream<socket_type, strand_executor>>);
+  using deferred_stream = asio::deferred_t::as_default_on_t<local_stream>;
+
+  f.s.expires_after(10ms);
+  deferred_stream d(std::move(f.s));
+  BOOST_TEST(d.socket().is_open());
+  BOOST_TEST(!f.s.socket().is_open());
+  BOOST_TEST((d.expiry() == f.svc.now() + 10ms));
+  auto op = d.async_read_some(asio::buffer(f.in)); // the default token: deferred
+  BOOST_TEST(f.pending() == 0u);                   // nothing started yet
+  outcome o;
+  std::move(op)(o.handler());
+  asio::write(f.peer, asio::buffer("ok", 2));
+  f.settle();
+  BOOST_TEST(o.n == 2u);
+
+  strand_stream s(std::move(d)); // and back from the rebound one, onto a strand
+  BOOST_TEST(!d.socket().is_open());
+  bool in_strand = false;
+  outcome late;
+  s.async_read_some(asio::buffer(f.in), [&](error_code ec, std::size_t n) {
+    in_strand = s.get_executor().running_in_this_thread();
+    late.handler()(ec, n);
+  });
+  f.advance(10ms); // the expiry came along both moves
+  BOOST_TEST(late.ec == timeout);
+  BOOST_TEST(in_strand);
+}
+
 BOOST_AUTO_TEST_CASE(over_tcp_on_loopback) {
   asio_wheel_test::manual_context f;
   asio::ip::tcp::acceptor acceptor(f.io, {asio::ip::address_v4::loopback(), 0});

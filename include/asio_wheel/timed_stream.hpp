@@ -101,14 +101,25 @@ public:
   explicit basic_timed_stream(NextLayer&& next)
       : state_(std::make_shared<state_type>(std::move(next))) {}
 
+  // The same stream on another executor type (net::use_awaitable_t<>::as_default_on
+  // and the like rebind it), as Beast's basic_stream and Asio's I/O objects offer.
+  template <class OtherExecutor>
+  struct rebind_executor {
+    using other = basic_timed_stream<NextLayer, OtherExecutor>;
+  };
+
   // The next layer and the expiry move over; `other` is left with a next layer in its
   // moved-from state (a socket: closed) and no expiry. Operations in flight on `other`
-  // should have completed: they would go on, and complete, but under `other`'s deadline.
-  basic_timed_stream(basic_timed_stream&& other)
-      : state_(std::make_shared<state_type>(std::move(other.state_->next_layer()))) {
-    state_->set_expiry(other.state_->expiry());
-    other.state_->set_expiry(state_type::never());
-  }
+  // should have completed first (as with Beast's basic_stream): they go on with the
+  // next layer, which no deadline closes any more, since `other`'s would close only
+  // what is left in `other`.
+  basic_timed_stream(basic_timed_stream&& other) : basic_timed_stream(take_from, other) {}
+
+  // The same from a stream on another executor type that ours is constructible from.
+  template <class OtherExecutor,
+            std::enable_if_t<!std::is_same_v<OtherExecutor, Executor>, int> = 0>
+  basic_timed_stream(basic_timed_stream<NextLayer, OtherExecutor>&& other)
+      : basic_timed_stream(take_from, other) {}
 
   basic_timed_stream(const basic_timed_stream&) = delete;
   basic_timed_stream& operator=(const basic_timed_stream&) = delete;
@@ -186,6 +197,19 @@ public:
   }
 
 private:
+  template <class, class>
+  friend class basic_timed_stream;
+
+  // The moves: a new state around other's next layer, with other's expiry.
+  struct take_from_t {};
+  static constexpr take_from_t take_from{};
+  template <class Other>
+  basic_timed_stream(take_from_t, Other& other)
+      : state_(std::make_shared<state_type>(std::move(other.state_->next_layer()))) {
+    state_->set_expiry(other.state_->expiry());
+    other.state_->set_expiry(other.state_->never());
+  }
+
   // The initiation object, with the I/O executor that adapters (cancel_after,
   // as_default_on...) look for.
   template <detail::stream_direction Direction>
