@@ -99,7 +99,7 @@ std::size_t timer_state::expired(timer_state& timer, due_step& step) {
     return 1; // no completion, but a piece of the step's budget
   }
   step.shard.note_expiry_locked(expiry, step.now);
-  return step.shard.complete_all_locked(timer, step.out);
+  return step.shard.complete_due_locked(timer, step);
 }
 
 } // namespace asio_wheel::detail

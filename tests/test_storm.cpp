@@ -5,7 +5,8 @@
 // maximal run of consecutive expiry handlers is at most B long, i.e. at least one echo
 // handler ran between any two batches. Also checked: every wait completes exactly once
 // (all are due at one tick, so expiry order puts none before another). expiry_batch = 0
-// completes the whole storm in one step.
+// completes the whole storm in one step. The same storm as waits on one shared timer
+// (coroutines waiting on one timer) is bounded the same way.
 #define BOOST_TEST_MODULE storm
 #include <boost/test/unit_test.hpp>
 
@@ -60,9 +61,13 @@ struct trace {
   std::size_t echo_during_storm = 0; // echo handlers between the first and last expiry
   std::size_t min_echo_between = SIZE_MAX; // fewest echo handlers between two runs
   std::size_t echo_since_run = 0;
+  std::size_t out_of_order = 0;   // completions of a wait started before the last one
+  std::size_t last_index = 0;
 
   void on_expiry(std::size_t index, const error_code& ec) {
     if (ec) ++errors;
+    if (fired > 0 && index < last_index) ++out_of_order;
+    last_index = index;
     if (index >= seen.size()) seen.resize(index + 1);
     if (seen[index]) ++repeated;
     seen[index] = true;
@@ -132,7 +137,8 @@ struct storm_result {
   asio_wheel::wheel_stats stats;
 };
 
-storm_result run_storm(std::size_t batch, std::size_t n) {
+// n waits on n timers, or with one_timer on a single timer.
+storm_result run_storm(std::size_t batch, std::size_t n, bool one_timer = false) {
   asio::io_context io(1);
   auto o = asio_wheel_test::manual_options();
   o.expiry_batch = batch;
@@ -143,10 +149,10 @@ storm_result run_storm(std::size_t batch, std::size_t n) {
   echo e(io, t);
   {
     std::vector<io_timer> timers;
-    timers.reserve(n);
+    timers.reserve(one_timer ? 1 : n);
     const auto due = svc.now() + 10ms; // one tick for all
     for (std::size_t i = 0; i < n; ++i) {
-      timers.emplace_back(io.get_executor(), due);
+      if (i == 0 || !one_timer) timers.emplace_back(io.get_executor(), due);
       timers.back().async_wait([&t, i](error_code ec) { t.on_expiry(i, ec); });
     }
     e.start();
@@ -197,6 +203,46 @@ BOOST_AUTO_TEST_CASE(small_batches_interleave_too) {
   BOOST_TEST(r.t.repeated == 0u);
   BOOST_TEST(r.t.max_run <= batch);
   BOOST_TEST(r.t.runs >= (n + batch - 1) / batch);
+}
+
+// expiry_batch bounds one timer's waits too (they all left in one step, however many).
+BOOST_AUTO_TEST_CASE(one_timers_waits_are_batched_too_and_keep_their_order) {
+  constexpr std::size_t batch = 100;
+  const std::size_t n = storm_size / 20;
+  const auto r = run_storm(batch, n, true);
+  BOOST_TEST(r.t.fired == n);
+  BOOST_TEST(r.t.repeated == 0u);
+  BOOST_TEST(r.t.errors == 0u);
+  BOOST_TEST(r.t.max_run <= batch);
+  BOOST_TEST(r.t.runs >= (n + batch - 1) / batch);
+  BOOST_TEST(r.t.min_echo_between >= 1u);
+  BOOST_TEST(r.t.out_of_order == 0u); // in the order they were started
+  BOOST_TEST(r.stats.expired == n);
+  BOOST_TEST(r.stats.pending == 0u);
+}
+
+// What a timer's batch leaves waits at the front of the due list: before what came due
+// at later ticks in the same advance, so that completions stay in expiry order.
+BOOST_AUTO_TEST_CASE(a_timers_waits_left_by_a_batch_complete_before_later_expiries) {
+  asio::io_context io(1);
+  auto o = asio_wheel_test::manual_options();
+  o.expiry_batch = 4;
+  auto& svc = asio_wheel::install(io, o);
+  io_timer shared(io.get_executor(), svc.now() + 1ms), later(io.get_executor(), svc.now() + 2ms);
+  std::vector<int> order;
+  for (int i = 0; i < 10; ++i) shared.async_wait([&order, i](error_code) { order.push_back(i); });
+  later.async_wait([&order](error_code) { order.push_back(100); });
+  svc.advance(2ms); // both due in one advance
+  std::vector<std::size_t> per_step;
+  while (std::size_t ran = io.poll_one()) {
+    (void)ran;
+    per_step.push_back(order.size());
+  }
+  BOOST_TEST(order == (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100}),
+             boost::test_tools::per_element());
+  BOOST_TEST(per_step.size() >= 3u); // 4 + 4 + (2 and the later timer's 1)
+  BOOST_TEST(per_step.front() == 4u);
+  BOOST_TEST(svc.stats().pending == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(unlimited_batch_runs_all_in_one_step) {

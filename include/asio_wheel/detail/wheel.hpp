@@ -290,6 +290,19 @@ public:
     --due_count_;
     return &e;
   }
+  // Puts `e`, which the last pop_due returned, back at the front of the due list, for an
+  // owner that completed only part of what it owes (wheel_shard::complete_due_locked).
+  // Nothing may have been appended or popped since: the ring's cell before its head,
+  // the one that pop left (or, if it came from the overflow list, a cell of an empty
+  // ring), is free, and the ring's entries come before the overflow list's.
+  void unpop_due(wheel_entry& e) noexcept {
+    assert(!e.linked() && due_ring_used_ < due_ring_cells);
+    due_ring_head_ = (due_ring_head_ + due_ring_cells - 1) % due_ring_cells;
+    due_ring_[due_ring_head_] = &e;
+    ++due_ring_used_;
+    e.where = wheel_entry::due_ring_first + static_cast<std::uint32_t>(due_ring_head_);
+    ++due_count_;
+  }
   // The entry whose line the last pop_due asked for, the one due_ahead pops after it, or
   // null (not in the ring, or removed). A caller that reads more of a popped entry's
   // owner than the entry's line asks for the rest of it here, as far ahead.

@@ -391,8 +391,13 @@ public:
   // In an on_due: the oldest op of `list` (non-empty) leaves with success into `out`.
   // The owner fills in its values first. `list` is unlinked once empty.
   void complete_front_locked(wait_list& list, op_queue& out);
-  // In an on_due: every op of `list` leaves with success into `out`; returns how many.
-  std::size_t complete_all_locked(wait_list& list, op_queue& out);
+  // A timer's expiry (`list` just popped off the due list): its ops leave with success
+  // into step.out, at most step.budget of them, so that expiry_batch bounds one timer's
+  // waits as it does many timers' (thousands of coroutines on one shared timer must not
+  // run in one step, with no I/O between). Returns how many left. If some are left
+  // over, the list goes back to the front of the due list, ahead of what came due after
+  // it, for the next step (which the spent budget posts); else it is off the wheel.
+  std::size_t complete_due_locked(wait_list& list, due_step& step);
   // `op` (on `list`) leaves with operation_aborted, completed on the next step.
   void abort_locked(wait_list& list, wheel_op& op);
   // Every op of `list` leaves so; returns how many. If the step's post throws, nothing
@@ -481,8 +486,9 @@ private:
   void post_in_locked(post_memory& memory, F f);
   void on_driver(const error_code& ec);
   void run_step(step_cause cause);
-  // Moves ready and due operations into `batch`, about `budget` (> 0) of them (a timer's
-  // waits leave together); returns how many. `now` is the step's clock reading.
+  // Moves ready and due operations into `batch`, at most `budget` (> 0) of them (a
+  // timer's waits too: complete_due_locked); returns how many. `now` is the step's clock
+  // reading.
   std::size_t collect_locked(op_queue& batch, steady_time now, std::size_t budget);
   // Completes the batch in order; false if it stopped after a completion dispatched to
   // another executor threw there (the rest went back to the ready queue).
@@ -671,10 +677,23 @@ inline std::size_t wheel_shard::take_all_locked(wait_list& list, op_queue& out, 
   return n;
 }
 
-inline std::size_t wheel_shard::complete_all_locked(wait_list& list, op_queue& out) {
-  const std::size_t n = take_all_locked(list, out, op_result::success);
+inline std::size_t wheel_shard::complete_due_locked(wait_list& list, due_step& step) {
+  assert(!list.linked() && step.budget > 0);
+  own_inline_locked(list);
+  std::size_t n = 0;
+  auto op = list.ops.begin();
+  for (; op != list.ops.end() && n < step.budget; ++op, ++n) op->set_result(op_result::success);
   uncount_pending_locked(op_result::success, n);
-  if (list.linked()) unschedule_locked(list);
+  if (op == list.ops.end()) { // the common case: all of them
+    step.out.append(list.ops);
+    return n;
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    wheel_op& leaving = list.ops.front();
+    list.ops.pop_front();
+    step.out.push_back(leaving);
+  }
+  wheel_.unpop_due(list);
   return n;
 }
 
