@@ -536,6 +536,59 @@ BOOST_AUTO_TEST_CASE(a_cancellation_handler_that_throws_ends_the_emission) {
   BOOST_TEST(f.pending() == 0u);
 }
 
+namespace {
+
+// An operation that completes inside its own cancellation handler, as a composed
+// operation calling self.complete(operation_aborted) from its slot handler does.
+struct operation_completed_by_its_cancellation {
+  template <class Token>
+  auto async_start(Token&& token) {
+    return net::async_initiate<Token, void(error_code)>(
+        [](auto handler) {
+          using handler_type = decltype(handler);
+          auto held = std::make_shared<std::optional<handler_type>>(std::move(handler));
+          net::get_associated_cancellation_slot(**held).assign([held](net::cancellation_type) {
+            handler_type h = std::move(**held);
+            held->reset();
+            std::move(h)(net::error::operation_aborted);
+          });
+        },
+        token);
+  }
+};
+
+} // namespace
+
+// Completed inside the deadline's emission, the handler ran while the deadline's state,
+// allocated with the handler's allocator, was still live (Asio wants an operation's
+// memory back before its handler runs), and the emission then wrote to that state: a
+// heap-use-after-free when the handler frees the allocator's arena (Asio's allocation
+// example: a session's handler_memory, the session kept alive by its handlers). Now the
+// handler runs once the emission has ended, with nothing of its allocator live.
+BOOST_AUTO_TEST_CASE(an_operation_completed_inside_the_emission_has_its_memory_back_first) {
+  fixture f;
+  int live = 0;
+  int live_in_handler = -1;
+  outcome o;
+  auto arena_user = std::make_unique<int>(0); // freed by the handler, as a session is
+  operation_completed_by_its_cancellation op;
+  op.async_start(cancel_after(
+      10ms, net::bind_allocator(asio_wheel_test::counting_allocator<void>(&live),
+                                net::bind_executor(f.io, [&](error_code ec) {
+                                  live_in_handler = live;
+                                  arena_user.reset();
+                                  record(o)(ec);
+                                }))));
+  BOOST_TEST(live == 1); // the deadline's state
+  f.svc.advance(10ms);
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(live_in_handler == 0);
+  BOOST_TEST(live == 0);
+  BOOST_TEST(f.pending() == 0u);
+}
+
 // ---- a request loop in steady mode ----
 
 namespace {

@@ -10,6 +10,8 @@
 #include <asio_wheel/detail/handler_op.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
 
+#include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -61,6 +63,9 @@ public:
   // and retake of the context's work on every request.
   template <class... Args>
   void operator()(Args&&... args) {
+    // Completed inside its own deadline's emission: the handler runs after it (see
+    // deadline_state.hpp), unless there is no memory to put it off in.
+    if (state_->emitting_here() && defer(std::forward<Args>(args)...)) return;
     struct settle_after_handler {
       wheel_shard* shard;
       ~settle_after_handler() {
@@ -73,6 +78,28 @@ public:
   const Handler& get() const noexcept { return handler_; }
 
 private:
+  template <class... Args>
+  struct deferred;
+
+  // Moves this handler and the arguments into a deferred completion, allocated with the
+  // handler's allocator, that the emission runs when it ends. False if that allocation
+  // threw: the handler then runs at once, as it did before the deferral existed.
+  template <class... Args>
+  bool defer(Args&&... args) noexcept {
+    using impl = deferred<std::decay_t<Args>...>;
+    typename impl::alloc_type alloc(op_allocator(handler_));
+    impl* p;
+    try {
+      p = std::allocator_traits<typename impl::alloc_type>::allocate(alloc, 1);
+    } catch (...) {
+      return false;
+    }
+    deadline_state* s = state_;
+    ::new (static_cast<void*>(p)) impl(std::move(*this), std::forward<Args>(args)...);
+    s->defer_completion(*p);
+    return true;
+  }
+
   // Unhooks the user's slot, then the deadline (which may wait out an emission).
   // Returns the shard whose settle_idle() is due, if the deadline put it off.
   wheel_shard* end(bool may_settle_later = false) noexcept {
@@ -83,6 +110,34 @@ private:
 
   Handler handler_;
   deadline_state* state_;
+};
+
+// A completion that happened inside its deadline's emission, with its arguments.
+template <class Handler>
+template <class... Args>
+struct cancel_after_handler<Handler>::deferred final : deferred_completion {
+  using alloc_type = typename std::allocator_traits<
+      decltype(op_allocator(std::declval<const Handler&>()))>::template rebind_alloc<deferred>;
+
+  template <class... A>
+  deferred(cancel_after_handler&& h, A&&... a)
+      : deferred_completion(&deferred::run_it), handler(std::move(h)), args(std::forward<A>(a)...) {}
+
+  // Frees this object first (Asio's rule: the handler's memory before its upcall),
+  // then invokes the handler the usual way, which ends the deadline first; or, with
+  // invoke false, destroys it, which ends the deadline too.
+  static void run_it(deferred_completion* base, bool invoke) {
+    auto* self = static_cast<deferred*>(base);
+    cancel_after_handler h(std::move(self->handler));
+    std::tuple<Args...> a(std::move(self->args));
+    alloc_type alloc(op_allocator(h.get()));
+    self->~deferred();
+    std::allocator_traits<alloc_type>::deallocate(alloc, self, 1);
+    if (invoke) std::apply([&h](auto&&... v) { std::move(h)(std::move(v)...); }, std::move(a));
+  }
+
+  cancel_after_handler handler;
+  std::tuple<Args...> args;
 };
 
 // The executor whose context's wheel holds the deadline and on which it is emitted:

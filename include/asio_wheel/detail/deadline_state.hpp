@@ -18,7 +18,12 @@
 // is under way on another thread, waits for it to end before the user's handler runs.
 // So an emission never starts after the operation completed, never overlaps the
 // user's handler, and never touches freed memory; the handler itself is invoked
-// exactly once, by the operation.
+// exactly once, by the operation. An operation may also complete inside the emission,
+// on the emitting thread (its cancellation handler completes it): then its handler
+// waits, moved out to memory of its own (a deferred_completion), until the emission has
+// ended and given back its ref, so that the state, allocated with the handler's
+// allocator, is freed before the handler runs, as Asio requires of an operation's
+// memory (and the handler may free that allocator's arena).
 #ifndef ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 
@@ -48,6 +53,14 @@ struct deadline_spec {
   steady_time resolve(const wheel_shard& shard) const {
     return relative ? shard.deadline_after(after) : at;
   }
+};
+
+// A completion put off until the emission it happened inside has ended (see the top).
+// run(self, invoke) frees the object, then invokes what it holds, or only destroys it.
+struct deferred_completion {
+  using run_func = void (*)(deferred_completion*, bool invoke);
+  explicit deferred_completion(run_func f) noexcept : run(f) {}
+  const run_func run;
 };
 
 class deadline_state : public due_entry, public wheel_op {
@@ -115,6 +128,21 @@ public:
       last = drop_ref_locked();
     }
     if (last) dealloc_(this);
+  }
+
+  // Whether the calling thread is inside this deadline's emission: the operation
+  // completes from its own cancellation handler. Costs one load when it is not: this
+  // thread's own store of emitting_ is what it would see.
+  bool emitting_here() const noexcept {
+    if (!emitting_.load(std::memory_order_relaxed)) return false;
+    auto guard = shard_->lock();
+    return emitting_.load(std::memory_order_relaxed) && emitter_ == std::this_thread::get_id();
+  }
+  // Inside the emission (emitting_here()): `c` runs once the emission has ended. The
+  // emitting thread's own field: no lock.
+  void defer_completion(deferred_completion& c) noexcept {
+    assert(deferred_ == nullptr);
+    deferred_ = &c;
   }
 
   // The operation completed (or its handler was destroyed): takes the entry off the
@@ -243,16 +271,33 @@ private:
       }
     }
     if (emit) {
-      // The emission ends even if a cancellation handler throws: a completion on
-      // another thread waits for it (finish), and the firing ref must be given back.
-      struct end_emission {
-        deadline_state* s;
-        ~end_emission() {
-          s->emitting_.store(false, std::memory_order_release);
-          s->release();
+      // A completion that happened inside the emission (defer_completion) runs after
+      // it, once the firing ref is given back: its own ref is then the state's last.
+      // If a cancellation handler threw, it is destroyed instead, which ends the
+      // deadline without invoking the handler: a handler is never invoked while an
+      // exception unwinds.
+      struct deferred_run {
+        deferred_completion* c = nullptr;
+        ~deferred_run() {
+          if (c) c->run(c, false);
         }
-      } end{this};
-      signal.emit(type_);
+      } later;
+      {
+        // The emission ends even if a cancellation handler throws: a completion on
+        // another thread waits for it (finish), and the firing ref must be given back.
+        struct end_emission {
+          deadline_state* s;
+          deferred_completion*& later;
+          ~end_emission() {
+            later = std::exchange(s->deferred_, nullptr);
+            s->emitting_.store(false, std::memory_order_release);
+            s->release();
+          }
+        } end{this, later.c};
+        signal.emit(type_);
+      }
+      // The state may be gone here: only locals from now on.
+      if (deferred_completion* c = std::exchange(later.c, nullptr)) c->run(c, true);
     } else if (last) {
       dealloc_(this);
     }
@@ -265,6 +310,7 @@ private:
   unsigned refs_ = 1;                       // under the lock: the initiation's, to start with
   std::atomic<bool> emitting_{false};       // set under the lock, cleared after emit
   std::thread::id emitter_;                 // under the lock: the emitting thread
+  deferred_completion* deferred_ = nullptr; // the emitting thread's: see defer_completion
   bool done_ = false;                       // under the lock: the operation completed
   bool counted_ = false;                    // under the lock: counted in pending
 };
