@@ -263,12 +263,15 @@ struct delay_queue_state : due_entry {
   std::uint64_t next_seq = 0;
 
   // Admits `op` (an async_take). Served at once, as if by post, when elements have
-  // expired and no take is ahead in line: then it never counts as pending.
+  // expired, no take is ahead in line and the wheel's tick is finished (else a later
+  // element of the tick could still come due: dispatch_soon_locked): then it never
+  // counts as pending.
   // If it throws (a post on a user's executor), `op` is destroyed and the queue is as
   // it was.
   void start_take(take_op<T>& op) {
     auto guard = shard->lock();
-    if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked()) {
+    if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked() &&
+        !shard->tick_unfinished_locked()) {
       try {
         shard->post_step_locked(); // first: if it throws, the element stays queued
       } catch (...) {
@@ -303,9 +306,14 @@ struct delay_queue_state : due_entry {
       expired.erase(n);
   }
 
-  // Schedules the dispatch step unless it is already on the wheel (lock held).
+  // Schedules the dispatch step unless it is already on the wheel (lock held), behind
+  // every element due so far: the elements of one tick come due in no order, and the
+  // expired queue can tell the earliest only once the whole tick is in it. Due now,
+  // that is, unless expiry_batch stopped the wheel inside its tick (a storm larger
+  // than the batch): then the tick's other elements would come due after the step, and
+  // a take served before them could get a later element than one of theirs.
   void dispatch_soon_locked() {
-    if (!linked()) shard->schedule_locked(*this, steady_time::min());
+    if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
   }
 
   // Gives a node back: keys to it go stale (lock held).
@@ -327,7 +335,8 @@ struct delay_queue_state : due_entry {
 
   // An element came due: into the expired queue, at its place by (expiry, push order).
   // Elements of one wheel tick come due in no particular order, so they are only
-  // handed to takes by the dispatch step, which the wheel runs after them.
+  // handed to takes by the dispatch step, which the wheel runs after them
+  // (dispatch_soon_locked).
   // Counts as one against the step's expiry_batch, like a completion.
   static std::size_t element_due(due_entry& e, due_step&) {
     auto& n = static_cast<node&>(e);

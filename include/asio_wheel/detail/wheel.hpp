@@ -261,6 +261,9 @@ public:
   std::size_t staged() const noexcept { return staged_count_; }
 
   bool has_due() const noexcept { return due_count_ != 0; }
+  // Whether advance_to's due_limit stopped inside the tick now() stands at: entries
+  // due at now() may still be in its slots, to come due after what the due list holds.
+  bool tick_unfinished() const noexcept { return resume_level_ != no_resume; }
   // How far ahead a pop asks for an entry's line: that of the entry due_ahead pops on.
   static constexpr std::size_t due_ahead = 8;
   static_assert(due_ahead >= 1);

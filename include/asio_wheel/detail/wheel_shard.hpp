@@ -280,6 +280,15 @@ public:
   steady_time next_tick_time_locked() const noexcept {
     return clock_.tick_time(wheel_.now() + 1);
   }
+  // When an entry must come due to follow everything due so far, the rest of the tick
+  // the wheel stands at included: now (passed), unless expiry_batch stopped the wheel
+  // inside that tick, whose other entries then come due after the ones due now; then at
+  // the next tick, which the wheel reaches only once it has finished this one.
+  steady_time after_due_so_far_locked() const noexcept {
+    return tick_unfinished_locked() ? next_tick_time_locked() : steady_time::min();
+  }
+  // Whether entries due at the wheel's tick may still come due (wheel::tick_unfinished).
+  bool tick_unfinished_locked() const noexcept { return wheel_.tick_unfinished(); }
   // schedule_locked for an owner that has nothing to undo, or cannot let an exception
   // out: if the driver cannot be told (a post or an arm that throws on a user's
   // executor; on an io_context neither can), `e` stays linked all the same and comes
