@@ -65,7 +65,7 @@ void timer_state::take_over(timer_state& from) noexcept {
     return;
   }
   wheel_shard& shard = this->shard();
-  auto guard = shard.lock();
+  auto guard = shard.lock_for_move(); // a delay_queue element moved under the lock
   set_expiry(from.expiry());
   set_may_have_waits(true); // from's waits (it may have some) come here
   from.set_may_have_waits(false);

@@ -6,6 +6,7 @@
 #include "manual_clock.hpp"
 
 #include <asio_wheel/delay_queue.hpp>
+#include <asio_wheel/timer.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -392,6 +393,36 @@ BOOST_AUTO_TEST_CASE(steady_a_tick_split_by_the_batch_is_handed_over_in_order) {
   for (std::size_t i = 0; i + 1 < got.size(); ++i)
     out_of_order += expires_after[got[i]] > expires_by[got[i + 1]];
   BOOST_TEST(out_of_order == 0);
+}
+
+// Elements that hold a timer with a wait pending, on the queue's own shard. The queue
+// moves its elements under the shard's lock, and the timer's move took that lock again
+// for its wait: take and erase waited for themselves, forever. Now the wait moves along
+// under the lock the thread holds, and still completes at the timer's expiry.
+BOOST_AUTO_TEST_CASE(elements_holding_timers_with_waits_move_without_deadlock) {
+  fixture f;
+  using element = std::optional<asio_wheel::timer>;
+  delay_queue<element> q(f.io);
+  int timer_waits = 0;
+  auto element_with_wait = [&](steady_clock::duration expiry) {
+    element e(std::in_place, f.io, expiry);
+    e->async_wait([&timer_waits](error_code ec) { timer_waits += !ec; });
+    return e;
+  };
+  q.push(element_with_wait(5ms), 1ms);
+  const auto doomed = q.push(element_with_wait(5ms), 1ms);
+  BOOST_TEST(q.erase(doomed)); // moved out under the lock, destroyed outside: its wait aborts
+  element taken;
+  q.async_take([&taken](error_code ec, element e) {
+    BOOST_TEST(!ec);
+    taken = std::move(e);
+  });
+  f.advance(1ms); // the take gets the element, moved under the lock with its wait
+  BOOST_TEST_REQUIRE(taken.has_value());
+  BOOST_TEST(timer_waits == 0);
+  f.advance(4ms);
+  BOOST_TEST(timer_waits == 1); // the wait came along
+  BOOST_TEST(f.svc.stats().pending == 0u);
 }
 
 // Ties inside one tick, pushed with decreasing delays: push order breaks each tie.

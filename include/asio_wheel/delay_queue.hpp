@@ -168,7 +168,7 @@ public:
       node* n = find_locked(k);
       if (!n) return false;
       state_.unlink_locked(*n);
-      doomed.emplace(std::move(*n->value));
+      state_.move_value_locked(doomed, *n->value);
       state_.release_locked(*n);
     }
     return true;

@@ -5,7 +5,8 @@
 // dispatch_due) run under it on whatever thread runs the context, the queue's methods
 // take it. Values are moved under the lock but never destroyed there (a value's
 // destructor may use the wheel, e.g. a timer in it): a node given back keeps its
-// moved-from value until the node is reused or the queue destroyed.
+// moved-from value until the node is reused or the queue destroyed. A timer in a value
+// moved with a wait pending does not take the lock again (move_value_locked).
 #ifndef ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -329,8 +331,20 @@ struct delay_queue_state : due_entry {
   void hand_front_locked(take_op<T>& op) {
     node& n = expired.top();
     expired.pop();
-    op.value.emplace(std::move(*n.value)); // T's move does not throw (basic_delay_queue)
+    move_value_locked(op.value, *n.value);
     release_locked(n);
+  }
+
+  // Moves an element under the lock (T's move does not throw: basic_delay_queue). A T
+  // that may hold a timer tells the shard that this thread holds its lock, which the
+  // timer's move then does not take again (wheel_shard::moving_values_scope).
+  void move_value_locked(std::optional<T>& to, T& from) const noexcept {
+    if constexpr (std::is_trivially_move_constructible_v<T>) {
+      to.emplace(std::move(from));
+    } else {
+      const wheel_shard::moving_values_scope scope(*shard);
+      to.emplace(std::move(from));
+    }
   }
 
   // An element came due: into the expired queue, at its place by (expiry, push order).
