@@ -709,21 +709,24 @@ inline std::size_t wheel_shard::take_all_locked(wait_list& list, op_queue& out, 
 inline std::size_t wheel_shard::complete_due_locked(wait_list& list, due_step& step) {
   assert(!list.linked() && step.budget > 0);
   own_inline_locked(list);
+  // Every op's result, those left over too (each is set again when it leaves): the
+  // common case, all of them within the budget, then pays one comparison more than
+  // a timer whose waits all leave.
   std::size_t n = 0;
-  auto op = list.ops.begin();
-  for (; op != list.ops.end() && n < step.budget; ++op, ++n) op->set_result(op_result::success);
-  uncount_pending_locked(op_result::success, n);
-  if (op == list.ops.end()) { // the common case: all of them
+  for (wheel_op& op : list.ops) op.set_result(op_result::success), ++n;
+  if (n <= step.budget) {
     step.out.append(list.ops);
+    uncount_pending_locked(op_result::success, n);
     return n;
   }
-  for (std::size_t k = 0; k < n; ++k) {
+  for (std::size_t k = 0; k < step.budget; ++k) {
     wheel_op& leaving = list.ops.front();
     list.ops.pop_front();
     step.out.push_back(leaving);
   }
+  uncount_pending_locked(op_result::success, step.budget);
   wheel_.unpop_due(list);
-  return n;
+  return step.budget;
 }
 
 inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
