@@ -47,7 +47,10 @@ std::size_t timer_state::expires_at_locking(steady_time t) {
 void timer_state::move_to_shard(wheel_shard& to) noexcept {
   wheel_shard& old = shard();
   assert(&to != &old && ops.empty() && !linked());
-  // Both locks, in the order of the shards' indices (no other code holds two at once).
+  // Both locks, in the order of the shards' indices. Elsewhere a thread holds two only
+  // when a delay_queue moves an element whose timer, with a wait, lives on another
+  // shard (the queue's lock, then the timer's): a move assignment across those two
+  // shards at that moment, on another thread, could then wait on it in the other order.
   wheel_shard& first = old.index() < to.index() ? old : to;
   wheel_shard& second = &first == &old ? to : old;
   auto first_guard = first.lock();

@@ -121,7 +121,9 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
 
   template <class... A>
   deferred(cancel_after_handler&& h, A&&... a)
-      : deferred_completion(&deferred::run_it), handler(std::move(h)), args(std::forward<A>(a)...) {}
+      : deferred_completion(&deferred::run_it),
+        handler(std::move(h)),
+        args(std::forward<A>(a)...) {}
 
   // Frees this object first (Asio's rule: the handler's memory before its upcall),
   // then invokes the handler the usual way, which ends the deadline first; or, with

@@ -4,7 +4,8 @@
 // Two wheel entries: the state itself, linked at the next tick's due time while a tick
 // is pending, whose on_due (tick_due) evaluates the tick; and `ticks`, the wait_list of
 // pending async_ticks, parked on the never list while non-empty (so that shutdown finds
-// them), whose last op leaving by an abort takes the state off too. Every field but `shard` and `policy` changes only under the shard's lock.
+// them), whose last op leaving by an abort takes the state off too. Every field but
+// `shard` and `policy` changes only under the shard's lock.
 #ifndef ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 #define ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 
