@@ -460,7 +460,7 @@ void wheel_shard::shutdown() {
     wheel_.for_each([this, &doomed](wheel_entry& e) {
       auto& entry = static_cast<shard_entry&>(e);
       if (entry.is_wait_list())
-        take_all_locked(static_cast<wait_list&>(entry), doomed, op_result::aborted);
+        take_ops_locked(static_cast<wait_list&>(entry), doomed, op_result::aborted);
     });
     wheel_.clear();
     doomed.append(ready_);

@@ -413,9 +413,11 @@ public:
   // if there was none). If the move throws (bad_alloc), the queue is as it was, so that
   // a cancel that throws changes nothing and an expiry that throws loses no op.
   wheel_op* own_inline_locked(wait_list& list);
-  // Every op of `list` leaves, in order, with `r`, into `out` (each in memory of its
-  // own); returns how many. The list is left empty but linked: the caller unlinks it.
-  std::size_t take_all_locked(wait_list& list, op_queue& out, op_result r);
+  // The ops of `list` leave, in order, with `r`, into `out` (each in memory of its own),
+  // at most `most` of them; returns how many. The list's place on the wheel is left as
+  // it was: the caller's to change.
+  std::size_t take_ops_locked(wait_list& list, op_queue& out, op_result r,
+                              std::size_t most = SIZE_MAX);
   // In an on_due: the oldest op of `list` (non-empty) leaves with success into `out`.
   // The owner fills in its values first. `list` is unlinked once empty.
   void complete_front_locked(wait_list& list, op_queue& out);
@@ -698,35 +700,32 @@ inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
   if (list.ops.empty()) unschedule_locked(list);
 }
 
-inline std::size_t wheel_shard::take_all_locked(wait_list& list, op_queue& out, op_result r) {
+inline std::size_t wheel_shard::take_ops_locked(wait_list& list, op_queue& out, op_result r,
+                                                std::size_t most) {
   own_inline_locked(list);
+  // Every op's result, those that stay too (each is set again when it leaves): the
+  // common case, all of them leaving, then pays one comparison more than without a
+  // bound.
   std::size_t n = 0;
   for (wheel_op& op : list.ops) op.set_result(r), ++n;
-  out.append(list.ops);
-  return n;
+  if (n <= most) {
+    out.append(list.ops);
+    return n;
+  }
+  for (std::size_t k = 0; k < most; ++k) {
+    wheel_op& leaving = list.ops.front();
+    list.ops.pop_front();
+    out.push_back(leaving);
+  }
+  return most;
 }
 
 inline std::size_t wheel_shard::complete_due_locked(wait_list& list, due_step& step) {
   assert(!list.linked() && step.budget > 0);
-  own_inline_locked(list);
-  // Every op's result, those left over too (each is set again when it leaves): the
-  // common case, all of them within the budget, then pays one comparison more than
-  // a timer whose waits all leave.
-  std::size_t n = 0;
-  for (wheel_op& op : list.ops) op.set_result(op_result::success), ++n;
-  if (n <= step.budget) {
-    step.out.append(list.ops);
-    uncount_pending_locked(op_result::success, n);
-    return n;
-  }
-  for (std::size_t k = 0; k < step.budget; ++k) {
-    wheel_op& leaving = list.ops.front();
-    list.ops.pop_front();
-    step.out.push_back(leaving);
-  }
-  uncount_pending_locked(op_result::success, step.budget);
-  wheel_.unpop_due(list);
-  return step.budget;
+  const std::size_t n = take_ops_locked(list, step.out, op_result::success, step.budget);
+  uncount_pending_locked(op_result::success, n);
+  if (!list.ops.empty()) wheel_.unpop_due(list);
+  return n;
 }
 
 inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
@@ -739,14 +738,14 @@ inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
   std::size_t n = 1;
   if (list.holds_inline_op() && list.ops.single()) {
     // The common case, a timer's one wait in its buffer, spelled out: a cancel-and-restart
-    // loop (W1) runs through here (take_all_locked's general way took 2 ns more at 1M).
+    // loop (W1) runs through here (take_ops_locked's general way took 2 ns more at 1M).
     wheel_op& moved = list.ops.front().relocate(nullptr); // if this throws, nothing left
     list.ops.clear();
     list.set_holds_inline_op(false);
     moved.set_result(op_result::aborted);
     ready_.push_back(moved);
   } else {
-    n = take_all_locked(list, ready_, op_result::aborted);
+    n = take_ops_locked(list, ready_, op_result::aborted);
   }
   ready_count_ += n;
   uncount_pending_locked(op_result::aborted, n);
@@ -756,7 +755,7 @@ inline std::size_t wheel_shard::abort_all_locked(wait_list& list) {
 
 inline std::size_t wheel_shard::abort_all_on_destruction_locked(wait_list& list) noexcept {
   if (list.ops.empty()) return 0;
-  const std::size_t n = take_all_locked(list, ready_, op_result::aborted);
+  const std::size_t n = take_ops_locked(list, ready_, op_result::aborted);
   ready_count_ += n;
   // Before the pending count's work is released, as in abort_all_locked.
   post_step_from_cleanup_locked();
