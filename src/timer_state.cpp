@@ -47,10 +47,9 @@ std::size_t timer_state::expires_at_locking(steady_time t) {
 void timer_state::move_to_shard(wheel_shard& to) noexcept {
   wheel_shard& old = shard();
   assert(&to != &old && ops.empty() && !linked());
-  // Both locks, in the order of the shards' indices. Elsewhere a thread holds two only
-  // when a delay_queue moves an element whose timer, with a wait, lives on another
-  // shard (the queue's lock, then the timer's): a move assignment across those two
-  // shards at that moment, on another thread, could then wait on it in the other order.
+  // Both locks, in the order of the shards' indices: nowhere else does a thread hold
+  // two shards' locks at once (a delay_queue moves no element that may hold a timer
+  // under its lock), so no two threads can wait on each other.
   wheel_shard& first = old.index() < to.index() ? old : to;
   wheel_shard& second = &first == &old ? to : old;
   auto first_guard = first.lock();
@@ -68,7 +67,7 @@ void timer_state::take_over(timer_state& from) noexcept {
     return;
   }
   wheel_shard& shard = this->shard();
-  auto guard = shard.lock_for_move(); // a delay_queue element moved under the lock
+  auto guard = shard.lock();
   set_expiry(from.expiry());
   set_may_have_waits(true); // from's waits (it may have some) come here
   from.set_may_have_waits(false);

@@ -396,9 +396,9 @@ BOOST_AUTO_TEST_CASE(steady_a_tick_split_by_the_batch_is_handed_over_in_order) {
 }
 
 // Elements that hold a timer with a wait pending, on the queue's own shard. The queue
-// moves its elements under the shard's lock, and the timer's move took that lock again
-// for its wait: take and erase waited for themselves, forever. Now the wait moves along
-// under the lock the thread holds, and still completes at the timer's expiry.
+// moved its elements under the shard's lock, and the timer's move took that lock again
+// for its wait: take and erase waited for themselves, forever. Now the element leaves
+// its node outside the lock, and the wait moves along to complete at the timer's expiry.
 BOOST_AUTO_TEST_CASE(elements_holding_timers_with_waits_move_without_deadlock) {
   fixture f;
   using element = std::optional<asio_wheel::timer>;
@@ -411,18 +411,98 @@ BOOST_AUTO_TEST_CASE(elements_holding_timers_with_waits_move_without_deadlock) {
   };
   q.push(element_with_wait(5ms), 1ms);
   const auto doomed = q.push(element_with_wait(5ms), 1ms);
-  BOOST_TEST(q.erase(doomed)); // moved out under the lock, destroyed outside: its wait aborts
+  BOOST_TEST(q.erase(doomed)); // destroyed outside the lock: its wait aborts
   element taken;
   q.async_take([&taken](error_code ec, element e) {
     BOOST_TEST(!ec);
     taken = std::move(e);
   });
-  f.advance(1ms); // the take gets the element, moved under the lock with its wait
+  f.advance(1ms); // the take gets the element, moved with its wait
   BOOST_TEST_REQUIRE(taken.has_value());
   BOOST_TEST(timer_waits == 0);
   f.advance(4ms);
   BOOST_TEST(timer_waits == 1); // the wait came along
   BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// An element's move constructor and destructor may call its own queue, and another
+// queue on another shard: no element that is not trivially copyable is moved or
+// destroyed under a shard's lock. (When take and erase moved elements under the lock,
+// a call back into the same queue waited for itself; one into a queue on another shard
+// held two shards' locks, which two threads doing the same in turn could deadlock on.)
+namespace {
+struct calls_queues {
+  static inline std::vector<const delay_queue<calls_queues>*> queues;
+  static inline std::size_t calls = 0;
+  int v = 0;
+  calls_queues() = default;
+  explicit calls_queues(int x) : v(x) {}
+  calls_queues(calls_queues&& o) noexcept : v(o.v) { call_all(); }
+  calls_queues& operator=(calls_queues&&) = default;
+  ~calls_queues() { call_all(); }
+  static void call_all() noexcept {
+    for (const auto* q : queues) calls += q->size() + 1; // size() takes its shard's lock
+  }
+};
+} // namespace
+
+BOOST_AUTO_TEST_CASE(elements_may_call_queues_from_their_move_and_destructor) {
+  asio::io_context io; // two shards: on the steady clock (advance() moves one wheel)
+  asio_wheel::wheel_options o;
+  o.shards = 2;
+  o.sharding = asio_wheel::shard_policy::round_robin;
+  asio_wheel::install(io, o);
+  delay_queue<calls_queues> a(io), b(io); // one on each shard
+  calls_queues::queues = {&a, &b};
+  std::vector<int> got;
+  auto take = [&got](error_code ec, calls_queues e) { got.push_back(ec ? -1 : e.v); };
+  a.async_take(take); // started before the element: handed over by a wheel step
+  a.push(calls_queues(1), 0ms);
+  const auto doomed = a.push(calls_queues(2), 1h);
+  BOOST_TEST(a.erase(doomed));
+  b.push(calls_queues(3), -1ms);
+  io.run();
+  b.async_take(take); // after its element expired: handed over at once, as if by post
+  io.restart();
+  io.run();
+  calls_queues::queues.clear();
+  BOOST_TEST((got == std::vector<int>{1, 3}));
+  BOOST_TEST(calls_queues::calls > 0u);
+  BOOST_TEST(a.size() == 0u);
+  BOOST_TEST(b.size() == 0u);
+}
+
+// A take that has its element but has not run yet when the queue is destroyed: the
+// element, still in its node, reaches the handler, and the node is freed after (ASan
+// tells a use after free or a leak). The same when the context is then destroyed
+// instead of run: the take is destroyed, and with it the node.
+BOOST_AUTO_TEST_CASE(a_take_completed_before_its_queue_is_destroyed_gets_its_element) {
+  const std::string element(100, 'x'); // on the heap: ASan sees it used after free
+  std::string got;
+  {
+    fixture f;
+    auto q = std::make_unique<delay_queue<std::string>>(f.io);
+    q->push(element, 1ms);
+    q->push(element, 1ms);
+    f.advance(1ms);
+    q->async_take([&got](error_code ec, std::string s) { got = ec ? "!" : std::move(s); });
+    const auto recycled = q->push("recycled", 1ms); // the taken node is not reused
+    q.reset();
+    BOOST_TEST(got.empty()); // never inside async_take
+    f.settle();
+    BOOST_TEST(got == element);
+    (void)recycled;
+  }
+  bool ran = false;
+  {
+    fixture f;
+    auto q = std::make_unique<delay_queue<std::string>>(f.io);
+    q->push(element, 1ms);
+    f.advance(1ms);
+    q->async_take([&ran](error_code, std::string) { ran = true; });
+    q.reset();
+  } // the context goes without running it: the take and its node are destroyed
+  BOOST_TEST(!ran);
 }
 
 // Ties inside one tick, pushed with decreasing delays: push order breaks each tie.

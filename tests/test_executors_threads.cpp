@@ -20,6 +20,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -470,6 +471,33 @@ BOOST_AUTO_TEST_CASE(a_step_handler_blocking_on_an_operation_it_started_is_serve
   io.run();
   other.join();
   BOOST_TEST(served == 3);
+}
+
+// An element that is not trivially copyable leaves its node outside the lock: a take's
+// completion, on a thread running the context, moves it out and gives the node back,
+// while the queue's own thread pushes into recycled nodes and starts more takes. Every
+// element reaches one take, whole (TSan: no race on a node between the two threads).
+BOOST_AUTO_TEST_CASE(takes_give_nodes_back_while_the_queue_pushes_on_another_thread) {
+  asio::io_context io(2);
+  asio_wheel::install(io, asio_wheel::wheel_options{}); // the steady clock: runs alone
+  asio_wheel::delay_queue<std::string> q(io);
+  auto work = asio::make_work_guard(io);
+  std::thread runners[2] = {std::thread([&] { io.run(); }), std::thread([&] { io.run(); })};
+  constexpr int n = 20000;
+  const std::string prefix(32, 'e'); // on the heap: a torn move shows
+  std::atomic<int> taken{0}, whole{0};
+  for (int i = 0; i < n; ++i) {
+    q.push(prefix + std::to_string(i % 10), (i % 3) * 1ms - 1ms);
+    q.async_take([&](error_code ec, std::string s) {
+      whole += !ec && s.size() == prefix.size() + 1 && s.compare(0, prefix.size(), prefix) == 0;
+      ++taken;
+    });
+  }
+  while (taken.load() < n) std::this_thread::yield();
+  work.reset();
+  for (auto& t : runners) t.join();
+  BOOST_TEST(whole.load() == n);
+  BOOST_TEST(q.size() == 0u);
 }
 
 // The same on one thread, with the handler running the context itself until the

@@ -14,8 +14,10 @@
 // cancel() and destruction complete pending takes with operation_aborted (with a
 // value-initialised T); per-operation cancellation works too. Elements still in the
 // queue are destroyed with it. T may be move-only; it must be nothrow move
-// constructible (elements are moved under the wheel's lock) and, for async_take,
-// default constructible (what an aborted take passes).
+// constructible (a take moves its element out as it completes) and, for async_take,
+// default constructible (what an aborted take passes). No element is moved or destroyed
+// under the wheel's lock unless T is trivially copyable: T's move constructor and
+// destructor may use the wheel (an element may hold a timer with a wait pending).
 //
 // Costs: push O(1) with one allocation until the queue has recycled nodes (nodes are
 // kept for reuse until the queue is destroyed: memory follows the peak size); erase,
@@ -26,7 +28,8 @@
 // expiry counts against wheel_options::expiry_batch. Memory, at the peak size: a node
 // per element, and room for its key twice among the expired (the sorted run and the
 // heap, 24 bytes each), reserved by push so that an expiry never allocates.
-// async_take: one allocation from the handler's allocator.
+// async_take: one allocation from the handler's allocator. A take or erase of an
+// element that is not trivially copyable takes the wheel's lock twice (see above).
 //
 // Thread safety: as basic_timer (one object not used from two threads at once). The
 // queue must be destroyed before its execution context.
@@ -57,8 +60,8 @@ class basic_delay_queue {
                 "not throw");
   // The move alone: is_nothrow_move_constructible would also test the destructor.
   static_assert(noexcept(::new (static_cast<void*>(nullptr)) T(std::declval<T&&>())),
-                "delay_queue elements are moved under the wheel's lock: T's move "
-                "constructor must not throw");
+                "delay_queue elements are moved to a take on its completion, where an "
+                "exception could not be reported: T's move constructor must not throw");
   using state_type = detail::delay_queue_state<T>;
   using node = detail::delay_node<T>;
   using node_state = typename node::state_type;
@@ -162,14 +165,19 @@ public:
 
   // Removes the element and destroys it; false if the key is stale.
   bool erase(key k) {
-    std::optional<T> doomed; // destroyed after the lock is released
+    node* n = nullptr;
     {
       auto guard = state_.shard->lock();
-      node* n = find_locked(k);
-      if (!n) return false;
+      if (!(n = find_locked(k))) return false;
       state_.unlink_locked(*n);
-      state_.move_value_locked(doomed, *n->value);
-      state_.release_locked(*n);
+      state_.take_out_locked(*n);
+      if constexpr (detail::moved_under_lock<T>) state_.recycle_locked(*n);
+    }
+    if constexpr (!detail::moved_under_lock<T>) {
+      // Destroyed outside the lock (its destructor may use the wheel), while the node,
+      // leaving, is ours alone; then the node goes back.
+      n->value.reset();
+      state_type::give_back(*state_.shard, *n);
     }
     return true;
   }

@@ -3,10 +3,13 @@
 //
 // Every field is guarded by the shard's lock: the wheel's steps (element_due,
 // dispatch_due) run under it on whatever thread runs the context, the queue's methods
-// take it. Values are moved under the lock but never destroyed there (a value's
-// destructor may use the wheel, e.g. a timer in it): a node given back keeps its
-// moved-from value until the node is reused or the queue destroyed. A timer in a value
-// moved with a wait pending does not take the lock again (move_value_locked).
+// take it. No user code runs under the lock: an element is moved or destroyed there
+// only when T is trivially copyable. Any other T (a timer among its members, say, whose
+// move takes its own shard's lock) stays in its node when taken or erased: the node
+// leaves both lists under the lock, its value is moved or destroyed outside it, and the
+// node comes back to the free list under the lock again (two locks a take, not one).
+// A node given back keeps its moved-from value until the node is reused or the queue
+// destroyed.
 #ifndef ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DELAY_QUEUE_STATE_HPP
 
@@ -29,27 +32,20 @@
 
 namespace asio_wheel::detail {
 
-// The operation of one async_take: carries the element to the handler. Aborted and
-// refused takes pass a value-initialised T.
-template <class T>
-class take_op : public wheel_op {
-public:
-  explicit take_op(func_type f) noexcept : wheel_op(f) {}
-  std::optional<T> value;
-  std::tuple<T> take_values() { return {value ? std::move(*value) : T()}; }
-};
-
 template <class T>
 struct delay_queue_state;
 
 // One element. Allocated by push when no recycled node is free, and only freed with
-// the queue: a key's node pointer therefore never dangles while its queue lives, and
-// `generation` (bumped each time the node is given back) tells a stale key.
+// the queue (or, if it is leaving then, by whoever moves its value out): a key's node
+// pointer therefore never dangles while its queue lives, and `generation` (bumped each
+// time the element is taken or erased) tells a stale key.
 template <class T>
 struct delay_node : due_entry {
-  enum class state_type : std::uint8_t { free, scheduled, expired };
+  // leaving: taken or erased, on neither list nor the free list, its value still here
+  // for whoever took it to move out outside the lock (never for a trivially copyable T).
+  enum class state_type : std::uint8_t { free, scheduled, expired, leaving };
 
-  delay_queue_state<T>* owner = nullptr;
+  delay_queue_state<T>* owner = nullptr; // null once the queue is gone (a leaving node)
   std::uint64_t expired_place = 0; // where in the expired queue, while expired
   std::optional<T> value;       // the element; moved-from once taken or erased
   steady_time expiry{};
@@ -58,6 +54,55 @@ struct delay_node : due_entry {
   state_type state = state_type::free;
   delay_node* next_free = nullptr;
   delay_node* next_all = nullptr;
+};
+
+// Whether a queue of T moves (and destroys) its elements under the lock: only when that
+// runs no user code.
+template <class T>
+inline constexpr bool moved_under_lock = std::is_trivially_copyable_v<T>;
+
+// The operation of one async_take: carries the element to the handler. Aborted and
+// refused takes pass a value-initialised T. A trivially copyable element is copied into
+// the op under the lock; any other stays in its node, which the op then holds, and is
+// moved out on completion, outside the lock (the node then goes back to its queue).
+template <class T>
+class take_op : public wheel_op {
+public:
+  explicit take_op(func_type f) noexcept : wheel_op(f) {}
+  ~take_op() { // destroyed without completing (shutdown): the node still goes back
+    if constexpr (!moved_under_lock<T>)
+      if (element_.node) delay_queue_state<T>::give_back(*element_.shard, *element_.node);
+  }
+  take_op(const take_op&) = delete;
+  take_op& operator=(const take_op&) = delete;
+
+  // The element it takes (lock held): copied in, or held in its node, leaving.
+  void carry(delay_node<T>& n, wheel_shard& shard) noexcept {
+    if constexpr (moved_under_lock<T>) {
+      element_.emplace(*n.value);
+    } else {
+      assert(!element_.node);
+      element_ = {&n, &shard};
+    }
+  }
+
+  std::tuple<T> take_values() noexcept {
+    if constexpr (moved_under_lock<T>) {
+      return {element_ ? *element_ : T()};
+    } else {
+      if (!element_.node) return {T()};
+      std::tuple<T> taken{std::move(*element_.node->value)};
+      delay_queue_state<T>::give_back(*element_.shard, *std::exchange(element_.node, nullptr));
+      return taken;
+    }
+  }
+
+private:
+  struct held_node {
+    delay_node<T>* node = nullptr;
+    wheel_shard* shard = nullptr;
+  };
+  std::conditional_t<moved_under_lock<T>, std::optional<T>, held_node> element_;
 };
 
 // The expired elements, in (expiry, push order). Elements usually expire nearly in that
@@ -246,8 +291,17 @@ struct delay_queue_state : due_entry {
     {
       auto guard = shard->lock();
       shard->unschedule_locked(*this);
-      for (node* n = all_nodes; n; n = n->next_all)
+      // A leaving node is not ours to free: whoever takes its value out frees it then
+      // (give_back), seeing no owner. It leaves all_nodes.
+      for (node** link = &all_nodes; node* n = *link;) {
         if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
+        if (n->state == node_state::leaving) {
+          n->owner = nullptr;
+          *link = n->next_all;
+        } else {
+          link = &n->next_all;
+        }
+      }
       expired.clear();
       shard->abort_all_on_destruction_locked(takers);
     }
@@ -297,7 +351,8 @@ struct delay_queue_state : due_entry {
   // The live node (n, generation) names, or nullptr if that is stale (lock held).
   node* find_locked(node* n, std::uint32_t generation) const noexcept {
     if (!n) return nullptr;
-    return n->generation == generation && n->state != node_state::free ? n : nullptr;
+    const bool live = n->state == node_state::scheduled || n->state == node_state::expired;
+    return n->generation == generation && live ? n : nullptr;
   }
 
   // Takes a live node off the wheel or out of the expired queue (lock held).
@@ -318,33 +373,43 @@ struct delay_queue_state : due_entry {
     if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
   }
 
-  // Gives a node back: keys to it go stale (lock held).
-  void release_locked(node& n) noexcept {
-    n.state = node_state::free;
+  // A live node's element is taken or erased: keys to it go stale, and the node, off
+  // both lists already, is leaving until recycled (lock held).
+  void take_out_locked(node& n) noexcept {
+    assert(n.state != node_state::free && n.state != node_state::leaving && !n.linked());
+    n.state = node_state::leaving;
     ++n.generation;
     --size;
+  }
+
+  // A leaving node, its value moved out, goes on the free list (lock held).
+  void recycle_locked(node& n) noexcept {
+    assert(n.state == node_state::leaving && n.owner == this);
+    n.state = node_state::free;
     n.next_free = free_nodes;
     free_nodes = &n;
   }
 
-  // Moves the earliest expired element into `op` and gives its node back (lock held).
-  void hand_front_locked(take_op<T>& op) {
-    node& n = expired.top();
-    expired.pop();
-    move_value_locked(op.value, *n.value);
-    release_locked(n);
+  // A leaving node whose value has been moved out, by a take or erase outside the
+  // lock: back to its queue, or, if the queue is gone (~delay_queue_state), freed.
+  static void give_back(wheel_shard& shard, node& n) noexcept {
+    bool orphan;
+    {
+      auto guard = shard.lock();
+      orphan = n.owner == nullptr;
+      if (!orphan) n.owner->recycle_locked(n);
+    }
+    if (orphan) delete &n; // its moved-from value destroyed outside the lock
   }
 
-  // Moves an element under the lock (T's move does not throw: basic_delay_queue). A T
-  // that may hold a timer tells the shard that this thread holds its lock, which the
-  // timer's move then does not take again (wheel_shard::moving_values_scope).
-  void move_value_locked(std::optional<T>& to, T& from) const noexcept {
-    if constexpr (std::is_trivially_move_constructible_v<T>) {
-      to.emplace(std::move(from));
-    } else {
-      const wheel_shard::moving_values_scope scope(*shard);
-      to.emplace(std::move(from));
-    }
+  // The earliest expired element goes to `op` (lock held): copied in, its node
+  // recycled, or left in its node for the op to move out (take_op).
+  void hand_front_locked(take_op<T>& op) noexcept {
+    node& n = expired.top();
+    expired.pop();
+    take_out_locked(n);
+    op.carry(n, *shard);
+    if constexpr (moved_under_lock<T>) recycle_locked(n);
   }
 
   // An element came due: into the expired queue, at its place by (expiry, push order).

@@ -223,24 +223,6 @@ public:
 
   guard_type lock() const { return guard_type(mutex_); }
 
-  // A delay_queue moves its elements under its shard's lock. An element that holds a
-  // timer with a wait pending moves the wait along (timer_state::take_over), under the
-  // timer's shard's lock: when that is the same shard, this thread holds it already,
-  // and taking it again waited for itself. While such a move runs, the thread names
-  // the shard here (a scope), and lock_for_move() does not lock it again.
-  class moving_values_scope {
-  public:
-    explicit moving_values_scope(const wheel_shard& s) noexcept
-        : before_(std::exchange(moving_under_, &s)) {}
-    ~moving_values_scope() { moving_under_ = before_; }
-    moving_values_scope(const moving_values_scope&) = delete;
-    moving_values_scope& operator=(const moving_values_scope&) = delete;
-
-  private:
-    const wheel_shard* before_;
-  };
-  // lock(), unless this thread holds the lock for a move of values (see above).
-  guard_type lock_for_move() const { return moving_under_ == this ? guard_type() : lock(); }
   bool shut_down_locked() const noexcept { return shut_down_; }
 
   // ---- time (see wheel_clock.hpp for which clock is read where) ----
@@ -525,7 +507,6 @@ private:
   bool invoke(op_queue& batch);
 
   static std::atomic<wheel_shard*> live_[max_live]; // by index; null where free
-  static inline thread_local const wheel_shard* moving_under_ = nullptr; // moving_values_scope
 
   // The shard's index: taken before any other member is built and given back after
   // all of them are gone, also when a later member's constructor throws.
