@@ -589,6 +589,51 @@ BOOST_AUTO_TEST_CASE(an_operation_completed_inside_the_emission_has_its_memory_b
   BOOST_TEST(f.pending() == 0u);
 }
 
+namespace {
+
+// The same, with a cancellation handler that throws once it has completed the operation.
+struct operation_completed_by_its_cancellation_that_throws {
+  template <class Token>
+  auto async_start(Token&& token) {
+    return net::async_initiate<Token, void(error_code)>(
+        [](auto handler) {
+          using handler_type = decltype(handler);
+          auto held = std::make_shared<std::optional<handler_type>>(std::move(handler));
+          net::get_associated_cancellation_slot(**held).assign([held](net::cancellation_type) {
+            handler_type h = std::move(**held);
+            held->reset();
+            std::move(h)(net::error::operation_aborted);
+            throw std::runtime_error("thrown after completing");
+          });
+        },
+        token);
+  }
+};
+
+} // namespace
+
+// The handler of an operation completed inside the emission waits for the emission to
+// end; when the cancellation handler then throws, it was destroyed, never invoked (a
+// lost handler). Now it is posted, and runs once the exception has left run().
+BOOST_AUTO_TEST_CASE(a_cancellation_handler_throwing_after_completing_loses_no_handler) {
+  fixture f;
+  int live = 0;
+  outcome o;
+  operation_completed_by_its_cancellation_that_throws op;
+  op.async_start(cancel_after(
+      10ms, net::bind_allocator(asio_wheel_test::counting_allocator<void>(&live),
+                                net::bind_executor(f.io, [&](error_code ec) { record(o)(ec); }))));
+  f.svc.advance(10ms);
+  BOOST_CHECK_THROW(f.io.poll(), std::runtime_error);
+  BOOST_TEST(o.calls == 0); // not while the exception unwound
+  f.io.restart();
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(live == 0);
+  BOOST_TEST(f.pending() == 0u);
+}
+
 // ---- a request loop in steady mode ----
 
 namespace {

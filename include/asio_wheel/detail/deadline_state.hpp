@@ -189,6 +189,25 @@ private:
     return --refs_ == 0;
   }
 
+  // Carries a deferred completion to the I/O executor (see emit_now); destroys it if
+  // never run.
+  class posted_completion {
+  public:
+    explicit posted_completion(deferred_completion* c) noexcept : c_(c) {}
+    posted_completion(posted_completion&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    posted_completion& operator=(posted_completion&&) = delete;
+    ~posted_completion() {
+      if (c_) c_->run(c_, false);
+    }
+    void operator()() {
+      deferred_completion* c = std::exchange(c_, nullptr);
+      c->run(c, true);
+    }
+
+  private:
+    deferred_completion* c_;
+  };
+
   // Carries the firing ref to the I/O executor; gives it back if never run.
   class emitter {
   public:
@@ -273,15 +292,23 @@ private:
     if (emit) {
       // A completion that happened inside the emission (defer_completion) runs after
       // it, once the firing ref is given back: its own ref is then the state's last.
-      // If a cancellation handler threw, it is destroyed instead, which ends the
-      // deadline without invoking the handler: a handler is never invoked while an
-      // exception unwinds.
+      // If a cancellation handler threw, it is posted to the I/O executor instead, to
+      // run after the exception has left the step: a handler is never invoked while an
+      // exception unwinds, nor lost (only if the post itself fails is it destroyed,
+      // which ends the deadline).
       struct deferred_run {
+        deadline_state* s;
         deferred_completion* c = nullptr;
         ~deferred_run() {
-          if (c) c->run(c, false);
+          if (!c) return;
+          // s is live: the deferred completion holds the handler's ref.
+          try {
+            net::post(s->io_ex_, posted_completion(c));
+          } catch (...) {
+            c->run(c, false);
+          }
         }
-      } later;
+      } later{this};
       {
         // The emission ends even if a cancellation handler throws: a completion on
         // another thread waits for it (finish), and the firing ref must be given back.
