@@ -18,7 +18,9 @@
 #include <numeric>
 #include <random>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace net = asio;
@@ -470,6 +472,90 @@ BOOST_AUTO_TEST_CASE(elements_may_call_queues_from_their_move_and_destructor) {
   BOOST_TEST(calls_queues::calls > 0u);
   BOOST_TEST(a.size() == 0u);
   BOOST_TEST(b.size() == 0u);
+}
+
+// Trivially copyable elements are moved into a take under the lock, never copied: a
+// move-only one compiles and arrives, and one with a constructor template of its own
+// still gets its trivial move constructor, so no user code runs under the lock (the
+// template here calls the queue, which waited for itself when the element was copied).
+namespace {
+struct move_only_ticket {
+  int id = 0;
+  move_only_ticket() = default;
+  explicit move_only_ticket(int i) : id(i) {}
+  move_only_ticket(move_only_ticket&&) = default;
+  move_only_ticket& operator=(move_only_ticket&&) = default;
+  move_only_ticket(const move_only_ticket&) = delete;
+  move_only_ticket& operator=(const move_only_ticket&) = delete;
+};
+static_assert(std::is_trivially_copyable_v<move_only_ticket>);
+
+struct forwarding_element {
+  static inline const delay_queue<forwarding_element>* queue = nullptr;
+  static inline int template_calls = 0;
+  int v = 0;
+  forwarding_element() = default;
+  explicit forwarding_element(int x) : v(x) {}
+  template <class U, class = std::enable_if_t<!std::is_same_v<std::decay_t<U>, int>>>
+  forwarding_element(U&& other) : v(other.v) { // NOLINT: a converting constructor
+    ++template_calls;
+    if (queue) (void)queue->size();
+  }
+};
+static_assert(std::is_trivially_copyable_v<forwarding_element>);
+} // namespace
+
+BOOST_AUTO_TEST_CASE(trivially_copyable_elements_are_moved_in_without_user_code) {
+  fixture f;
+  delay_queue<move_only_ticket> tickets(f.io);
+  tickets.push(move_only_ticket(7), 1ms);
+  BOOST_TEST(tickets.erase(tickets.push(move_only_ticket(8), 1ms)));
+  int got = 0;
+  tickets.async_take([&got](error_code ec, move_only_ticket t) { got = ec ? -1 : t.id; });
+  f.advance(1ms);
+  BOOST_TEST(got == 7);
+
+  delay_queue<forwarding_element> q(f.io);
+  q.push(forwarding_element(5), 1ms);
+  f.advance(1ms);
+  forwarding_element::queue = &q;
+  forwarding_element::template_calls = 0;
+  int v = 0;
+  q.async_take([&v](error_code ec, forwarding_element e) { v = ec ? -1 : e.v; });
+  f.settle();
+  forwarding_element::queue = nullptr;
+  BOOST_TEST(v == 5);
+  BOOST_TEST(forwarding_element::template_calls == 0);
+}
+
+// An aborted take passes T(); when that throws, the exception leaves run() (as a
+// handler's would), the take's memory goes back (LeakSanitizer), and its handler is
+// never invoked. (It ended the program once take_values() was noexcept, and leaked the
+// take's memory before.)
+namespace {
+struct throwing_default {
+  static inline bool fail = false;
+  std::string s;
+  throwing_default() {
+    if (fail) throw std::runtime_error("no T() today");
+  }
+  explicit throwing_default(std::string x) : s(std::move(x)) {}
+  throwing_default(throwing_default&&) noexcept = default;
+  throwing_default& operator=(throwing_default&&) = default;
+};
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_aborted_take_whose_default_value_throws_frees_its_take) {
+  fixture f;
+  delay_queue<throwing_default> q(f.io);
+  int calls = 0;
+  q.async_take([&calls](error_code, throwing_default) { ++calls; });
+  BOOST_TEST(q.cancel() == 1u);
+  throwing_default::fail = true;
+  BOOST_CHECK_THROW(f.settle(), std::runtime_error);
+  throwing_default::fail = false;
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(f.svc.stats().pending == 0u);
 }
 
 // A take that has its element but has not run yet when the queue is destroyed: the

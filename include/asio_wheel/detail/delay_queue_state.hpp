@@ -62,7 +62,7 @@ template <class T>
 inline constexpr bool moved_under_lock = std::is_trivially_copyable_v<T>;
 
 // The operation of one async_take: carries the element to the handler. Aborted and
-// refused takes pass a value-initialised T. A trivially copyable element is copied into
+// refused takes pass a value-initialised T. A trivially copyable element is moved into
 // the op under the lock; any other stays in its node, which the op then holds, and is
 // moved out on completion, outside the lock (the node then goes back to its queue).
 template <class T>
@@ -76,19 +76,23 @@ public:
   take_op(const take_op&) = delete;
   take_op& operator=(const take_op&) = delete;
 
-  // The element it takes (lock held): copied in, or held in its node, leaving.
+  // The element it takes (lock held): moved in, or held in its node, leaving. Moved,
+  // not copied: T may be move-only, and an rvalue picks T's trivial move constructor
+  // over any constructor template of its own, so no user code runs under the lock.
   void carry(delay_node<T>& n, wheel_shard& shard) noexcept {
     if constexpr (moved_under_lock<T>) {
-      element_.emplace(*n.value);
+      element_.emplace(std::move(*n.value));
     } else {
       assert(!element_.node);
       element_ = {&n, &shard};
     }
   }
 
-  std::tuple<T> take_values() noexcept {
+  // Throws only what T() throws, for a take that got no element (aborted, refused).
+  std::tuple<T> take_values() noexcept(std::is_nothrow_default_constructible_v<T>) {
     if constexpr (moved_under_lock<T>) {
-      return {element_ ? *element_ : T()};
+      if (element_) return {std::move(*element_)};
+      return {T()};
     } else {
       if (!element_.node) return {T()};
       std::tuple<T> taken{std::move(*element_.node->value)};

@@ -287,7 +287,7 @@ private:
     }
     // Completed only in memory of its own (see wheel_op::is_inline).
     assert(!self->is_inline());
-    auto values = self->take_values();
+    auto values = take_values_or_release(self, release);
     release();
     if constexpr (std::is_void_v<WorkExecutor>) {
       // A throw here leaves the step (wheel_shard::invoke requeues the rest).
@@ -304,6 +304,23 @@ private:
           },
           std::move(values));
       return watch.handler_threw();
+    }
+  }
+
+  // The op's values for the upcall. If making them throws (a delay_queue take that got
+  // no element, whose T() throws), the op's memory goes back before the exception
+  // leaves the step, and the handler, never invoked, is destroyed with it.
+  template <class Release>
+  static auto take_values_or_release(handler_op* self, Release& release) {
+    if constexpr (noexcept(self->take_values())) {
+      return self->take_values();
+    } else {
+      try {
+        return self->take_values();
+      } catch (...) {
+        release();
+        throw;
+      }
     }
   }
 
