@@ -539,19 +539,24 @@ BOOST_AUTO_TEST_CASE(a_cancellation_handler_that_throws_ends_the_emission) {
 namespace {
 
 // An operation that completes inside its own cancellation handler, as a composed
-// operation calling self.complete(operation_aborted) from its slot handler does.
+// operation calling self.complete(operation_aborted) from its slot handler does; with
+// `throws_after`, the cancellation handler then throws.
 struct operation_completed_by_its_cancellation {
+  bool throws_after = false;
+
   template <class Token>
   auto async_start(Token&& token) {
     return net::async_initiate<Token, void(error_code)>(
-        [](auto handler) {
+        [throws = throws_after](auto handler) {
           using handler_type = decltype(handler);
           auto held = std::make_shared<std::optional<handler_type>>(std::move(handler));
-          net::get_associated_cancellation_slot(**held).assign([held](net::cancellation_type) {
-            handler_type h = std::move(**held);
-            held->reset();
-            std::move(h)(net::error::operation_aborted);
-          });
+          net::get_associated_cancellation_slot(**held).assign(
+              [held, throws](net::cancellation_type) {
+                handler_type h = std::move(**held);
+                held->reset();
+                std::move(h)(net::error::operation_aborted);
+                if (throws) throw std::runtime_error("thrown after completing");
+              });
         },
         token);
   }
@@ -589,29 +594,6 @@ BOOST_AUTO_TEST_CASE(an_operation_completed_inside_the_emission_has_its_memory_b
   BOOST_TEST(f.pending() == 0u);
 }
 
-namespace {
-
-// The same, with a cancellation handler that throws once it has completed the operation.
-struct operation_completed_by_its_cancellation_that_throws {
-  template <class Token>
-  auto async_start(Token&& token) {
-    return net::async_initiate<Token, void(error_code)>(
-        [](auto handler) {
-          using handler_type = decltype(handler);
-          auto held = std::make_shared<std::optional<handler_type>>(std::move(handler));
-          net::get_associated_cancellation_slot(**held).assign([held](net::cancellation_type) {
-            handler_type h = std::move(**held);
-            held->reset();
-            std::move(h)(net::error::operation_aborted);
-            throw std::runtime_error("thrown after completing");
-          });
-        },
-        token);
-  }
-};
-
-} // namespace
-
 // The handler of an operation completed inside the emission waits for the emission to
 // end; when the cancellation handler then throws, it was destroyed, never invoked (a
 // lost handler). Now it is posted, and runs once the exception has left run().
@@ -619,7 +601,7 @@ BOOST_AUTO_TEST_CASE(a_cancellation_handler_throwing_after_completing_loses_no_h
   fixture f;
   int live = 0;
   outcome o;
-  operation_completed_by_its_cancellation_that_throws op;
+  operation_completed_by_its_cancellation op{true};
   op.async_start(cancel_after(
       10ms, net::bind_allocator(asio_wheel_test::counting_allocator<void>(&live),
                                 net::bind_executor(f.io, [&](error_code ec) { record(o)(ec); }))));
