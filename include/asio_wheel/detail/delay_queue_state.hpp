@@ -406,7 +406,7 @@ struct delay_queue_state : due_entry {
     if (orphan) delete &n; // its moved-from value destroyed outside the lock
   }
 
-  // The earliest expired element goes to `op` (lock held): copied in, its node
+  // The earliest expired element goes to `op` (lock held): moved in, its node
   // recycled, or left in its node for the op to move out (take_op).
   void hand_front_locked(take_op<T>& op) noexcept {
     node& n = expired.top();
