@@ -11,6 +11,7 @@
 #include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -83,9 +84,12 @@ private:
 
   // Moves this handler and the arguments into a deferred completion, allocated with the
   // handler's allocator, that the emission runs when it ends. False if that allocation
-  // threw: the handler then runs at once, as it did before the deferral existed.
+  // threw: the handler then runs at once, as it did before the deferral existed. If a
+  // move throws, the memory goes back and the exception leaves the upcall, the handler
+  // never invoked, as when Asio's own ops cannot move a handler; the deadline still ends
+  // (with this object, or with the half-built one if the handler had moved).
   template <class... Args>
-  bool defer(Args&&... args) noexcept {
+  bool defer(Args&&... args) {
     using impl = deferred<std::decay_t<Args>...>;
     typename impl::alloc_type alloc(op_allocator(handler_));
     impl* p;
@@ -95,7 +99,12 @@ private:
       return false;
     }
     deadline_state* s = state_;
-    ::new (static_cast<void*>(p)) impl(std::move(*this), std::forward<Args>(args)...);
+    try {
+      ::new (static_cast<void*>(p)) impl(std::move(*this), std::forward<Args>(args)...);
+    } catch (...) {
+      std::allocator_traits<typename impl::alloc_type>::deallocate(alloc, p, 1);
+      throw;
+    }
     s->defer_completion(*p);
     return true;
   }
@@ -130,12 +139,40 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
   // invoke false, destroys it, which ends the deadline too.
   static void run_it(deferred_completion* base, bool invoke) {
     auto* self = static_cast<deferred*>(base);
-    cancel_after_handler h(std::move(self->handler));
-    std::tuple<Args...> a(std::move(self->args));
+    if constexpr (std::is_nothrow_move_constructible_v<cancel_after_handler> &&
+                  std::is_nothrow_move_constructible_v<std::tuple<Args...>>) {
+      cancel_after_handler h(std::move(self->handler));
+      std::tuple<Args...> a(std::move(self->args));
+      alloc_type alloc(op_allocator(h.get()));
+      self->~deferred();
+      std::allocator_traits<alloc_type>::deallocate(alloc, self, 1);
+      if (invoke) std::apply([&h](auto&&... v) { std::move(h)(std::move(v)...); }, std::move(a));
+    } else {
+      // A move may throw: then this object is destroyed where it is (the deadline ends
+      // with its handler) and freed, and the exception leaves, unless nothing was to be
+      // invoked (the caller is then a destructor). The branch above is this one without
+      // the optionals' flags, for the usual handler.
+      std::optional<cancel_after_handler> h;
+      std::optional<std::tuple<Args...>> a;
+      try {
+        h.emplace(std::move(self->handler));
+        a.emplace(std::move(self->args));
+      } catch (...) {
+        destroy_and_free(self, self->handler);
+        if (invoke) throw;
+        return;
+      }
+      destroy_and_free(self, *h);
+      if (invoke) std::apply([&h](auto&&... v) { std::move(*h)(std::move(v)...); }, std::move(*a));
+    }
+  }
+
+  // Destroys `self` and frees its memory with `h`'s allocator (its own handler's, or
+  // the one moved out of it).
+  static void destroy_and_free(deferred* self, const cancel_after_handler& h) noexcept {
     alloc_type alloc(op_allocator(h.get()));
     self->~deferred();
     std::allocator_traits<alloc_type>::deallocate(alloc, self, 1);
-    if (invoke) std::apply([&h](auto&&... v) { std::move(h)(std::move(v)...); }, std::move(a));
   }
 
   cancel_after_handler handler;

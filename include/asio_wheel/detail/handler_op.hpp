@@ -266,8 +266,21 @@ private:
       }
       return false;
     }
+    if constexpr (!std::is_nothrow_move_constructible_v<Handler>) {
+      // A destruction never throws (its callers destroy). If the handler's move throws,
+      // take_handler destroys the op with the handler in it: all a destruction asks.
+      if (a == action::destroy) {
+        try {
+          Handler handler(take_handler(self));
+          [[maybe_unused]] auto work = self->take_work(); // released after the op
+          free_op(self, handler);
+        } catch (...) {
+        }
+        return false;
+      }
+    }
     // Move what the upcall needs out of the op and free its memory first.
-    Handler handler(std::move(self->handler_));
+    Handler handler(take_handler(self));
     auto work = self->take_work();
     const error_code ec = to_error_code(self->result());
     auto release = [self, &handler] {
@@ -305,6 +318,32 @@ private:
           std::move(values));
       return watch.handler_threw();
     }
+  }
+
+  // The handler, moved out of the op (when that cannot throw, the handler itself as an
+  // rvalue, for the caller to move). If the move throws, the op (the handler in it
+  // included) is destroyed and its memory freed before the exception leaves: a step
+  // then ends as if the handler had thrown, never invoked, as with Asio's own ops.
+  static decltype(auto) take_handler(handler_op* self) {
+    if constexpr (std::is_nothrow_move_constructible_v<Handler>) {
+      return std::move(self->handler_);
+    } else {
+      try {
+        return Handler(std::move(self->handler_));
+      } catch (...) {
+        free_op(self, self->handler_);
+        throw;
+      }
+    }
+  }
+
+  // Destroys `self`, an op in memory of its own, and frees that memory through
+  // `handler`'s allocator (the op's own handler, or the one moved out of it).
+  static void free_op(handler_op* self, const Handler& handler) noexcept {
+    assert(!self->is_inline());
+    auto alloc = rebind_alloc(op_allocator(handler));
+    self->~handler_op();
+    std::allocator_traits<decltype(alloc)>::deallocate(alloc, self, 1);
   }
 
   // The op's values for the upcall. If making them throws (a delay_queue take that got
