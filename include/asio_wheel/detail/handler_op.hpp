@@ -177,7 +177,7 @@ public:
     static_assert(may_live_inline);
     auto* p = ::new (buffer) handler_op(std::forward<H>(h), std::forward<Work>(work)...);
     p->set_inline(true);
-    p->connect(shard, owner);
+    connect_or_destroy(p, shard, owner);
     return p;
   }
 
@@ -193,7 +193,7 @@ public:
       std::allocator_traits<decltype(alloc)>::deallocate(alloc, p, 1);
       throw;
     }
-    p->connect(shard, owner);
+    connect_or_destroy(p, shard, owner);
     return p;
   }
 
@@ -242,12 +242,25 @@ private:
     return typename std::allocator_traits<Alloc>::template rebind_alloc<handler_op>(a);
   }
 
-  void connect(wheel_shard& shard, wait_list& owner) {
+  // Connects `p`'s cancellation slot to `owner`. If that throws (a slot's emplace
+  // allocates), `p` is destroyed, and freed if it has memory of its own, before the
+  // exception leaves: the initiating function throws, and nothing of the op is left.
+  static void connect_or_destroy(handler_op* p, wheel_shard& shard, wait_list& owner) {
     if constexpr (has_slot) {
-      auto slot = net::get_associated_cancellation_slot(handler_);
-      if (slot.is_connected())
-        this->cancellation =
-            &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner});
+      try {
+        auto slot = net::get_associated_cancellation_slot(p->handler_);
+        if (slot.is_connected())
+          p->cancellation =
+              &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner});
+      } catch (...) {
+        if (p->is_inline())
+          p->~handler_op();
+        else
+          free_op(p, p->handler_);
+        throw;
+      }
+    } else {
+      (void)p, (void)shard, (void)owner;
     }
   }
 
