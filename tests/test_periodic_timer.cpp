@@ -259,6 +259,30 @@ BOOST_AUTO_TEST_CASE(jitter_stays_within_bounds_over_many_ticks) {
   for (int b : buckets) BOOST_TEST(b > 150); // about 250 each if uniform
 }
 
+// skip never bursts, jitter or not. The next slot is the one after those whose time has
+// passed at the tick's evaluation, counted from the tick's jittered time: at worst one
+// slot whose own jittered time may still be ahead. When the jitter then drawn for it
+// put it at or before that evaluation, it was kept all the same, and completed at once:
+// a second tick at the instant of the first (6 of 400 here, before). Ticks of 10 ms with
+// 10 ms of jitter, re-armed from their handlers' place (as soon as each completes),
+// observed every 3 ms.
+BOOST_AUTO_TEST_CASE(skip_with_jitter_never_completes_two_ticks_at_once) {
+  fixture f;
+  periodic_timer t(f.io, 10ms, missed_tick::skip);
+  t.jitter(10ms);
+  tick_record r;
+  steady_clock::duration last{};
+  for (int k = 0; k < 400; ++k) {
+    tick(t, f, r);
+    f.settle(); // a tick due at once completes here, at `last`
+    if (!r.called) step_until(f, r, 3ms);
+    BOOST_REQUIRE_MESSAGE(r.at > last, "tick " << k << " at " << r.at.count() << " after one at "
+                                                << last.count());
+    BOOST_TEST(r.missed == 0u);
+    last = r.at;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(jitter_is_capped_at_the_period) {
   fixture f;
   periodic_timer t(f.io, 10ms);

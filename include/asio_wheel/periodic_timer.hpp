@@ -13,6 +13,9 @@
 // counts, not even with a period shorter than the tick. What follows depends on the
 // policy, as with tokio's MissedTickBehavior:
 //   skip   the next tick is the first slot after now; the `missed` ones are dropped.
+//          With jitter, the first one whose jittered time is after now: the slot at or
+//          before now whose jitter puts it later is kept (so a tick late by less than
+//          its jitter loses no slot), and dropped if its jitter does not.
 //   burst  the next tick is slot + period: the missed ticks complete one by one,
 //          immediately, their `missed` counting down to 0.
 //   delay  the schedule restarts from now: the next slot is now + period.

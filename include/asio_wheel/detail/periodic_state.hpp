@@ -52,6 +52,9 @@ struct periodic_state : due_entry {
   scheduled_wait_list ticks;    // pending async_ticks; this entry is their schedule
   steady_time next{};           // slot of the next tick to complete
   steady_time due{};            // next + its jitter, while the entry is on the wheel
+  // skip: when the last tick was evaluated; a next tick drawn at or before it is
+  // dropped (schedule_next_locked). min() otherwise.
+  steady_time skip_through = steady_time::min();
   steady_duration period{};     // > 0
   steady_duration jitter{};     // >= 0; used capped at period
   const missed_tick policy;
@@ -95,6 +98,7 @@ struct periodic_state : due_entry {
     const steady_time now = shard->now();
     auto guard = shard->lock();
     next = saturating_add(now, period);
+    skip_through = steady_time::min();
     if (linked()) schedule_next_locked();
   }
 
@@ -111,9 +115,17 @@ private:
     return saturating_add(slot, steady_duration(static_cast<steady_duration::rep>(z % span)));
   }
 
-  // Puts the entry on the wheel for the next tick (lock held).
+  // Puts the entry on the wheel for the next tick (lock held). A tick that skip kept
+  // for its jitter, and whose jitter then put it at or before the evaluation that kept
+  // it, had passed then: skip drops it for the first slot after that time (it would
+  // otherwise complete at once, a burst, which skip never makes).
   void schedule_next_locked() {
     due = jittered(next);
+    if (due <= skip_through) {
+      // next <= due <= skip_through: the product stays below skip_through - next.
+      next = saturating_add(next + (skip_through - next) / period * period, period);
+      due = jittered(next);
+    }
     shard->schedule_locked(*this, due);
   }
 
@@ -134,17 +146,21 @@ private:
     switch (s.policy) {
     case missed_tick::burst:
       s.next = saturating_add(slot, s.period);
+      s.skip_through = steady_time::min();
       break;
     case missed_tick::skip: {
       // The slots whose time has passed, rounding or not, are dropped. slot + passed *
       // period <= now, so only the last step can overflow. The result is after now -
-      // period: at worst one slot whose jittered time is still ahead.
+      // period: at worst one slot whose jittered time may still be ahead, and if the
+      // jitter drawn for it is not, it is dropped too (skip_through).
       const auto passed = now > s.due ? (now - s.due) / s.period : 0;
       s.next = saturating_add(slot + passed * s.period, s.period);
+      s.skip_through = now;
       break;
     }
     case missed_tick::delay:
       s.next = saturating_add(now, s.period);
+      s.skip_through = steady_time::min();
       break;
     }
     static_cast<tick_op&>(s.ticks.ops.front()).missed = missed;
