@@ -850,6 +850,47 @@ BOOST_AUTO_TEST_CASE(rebind_executor_and_as_default_on) {
   BOOST_TEST(in_strand);
 }
 
+// A move keeps the stream's executor. It made a new one from the socket's: a stream on a
+// strand came out on a new strand, so its timeouts ran beside the handlers still bound
+// to the first one (TSan: a race on the stream's state), unlike Asio's and Beast's
+// moves, which keep theirs.
+BOOST_AUTO_TEST_CASE(a_move_keeps_the_streams_strand) {
+  fixture f;
+  using strand_stream =
+      local_stream::rebind_executor<asio::strand<asio::any_io_executor>>::other;
+  strand_stream first(std::move(f.s));
+  const auto strand = first.get_executor();
+  strand_stream moved(std::move(first));
+  BOOST_TEST((moved.get_executor() == strand));
+  // Converted to the default executor type, it wraps that same strand.
+  local_stream plain(std::move(moved));
+  BOOST_REQUIRE((plain.get_executor().target<asio::strand<asio::any_io_executor>>() != nullptr));
+  BOOST_TEST((*plain.get_executor().target<asio::strand<asio::any_io_executor>>() == strand));
+}
+
+// A timed-out stream fails its operations with timeout until a new expiry is set; a
+// move is no new expiry. It cleared the timeout, so the next operation reached the
+// closed socket (bad_descriptor) whenever the expiry was still ahead, as it is when it
+// was set again while the operation that timed out was in flight.
+BOOST_AUTO_TEST_CASE(a_move_keeps_a_timeout) {
+  fixture f;
+  f.s.expires_after(10ms);
+  outcome first;
+  f.s.async_read_some(asio::buffer(f.in), first.handler());
+  f.advance(5ms);
+  f.s.expires_after(100ms); // for the next operations: the read in flight keeps 10 ms
+  f.advance(5ms);
+  BOOST_TEST(first.ec == timeout);
+  local_stream moved(std::move(f.s));
+  outcome next;
+  moved.async_read_some(asio::buffer(f.in), next.handler());
+  f.settle();
+  BOOST_TEST(next.ec == timeout);
+  // A new expiry clears it, as before the move.
+  moved.expires_after(10ms);
+  BOOST_TEST((moved.expiry() == f.svc.now() + 10ms));
+}
+
 BOOST_AUTO_TEST_CASE(over_tcp_on_loopback) {
   asio_wheel_test::manual_context f;
   asio::ip::tcp::acceptor acceptor(f.io, {asio::ip::address_v4::loopback(), 0});

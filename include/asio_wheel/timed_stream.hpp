@@ -108,16 +108,21 @@ public:
     using other = basic_timed_stream<NextLayer, OtherExecutor>;
   };
 
-  // The next layer and the expiry move over; `other` is left with a next layer in its
-  // moved-from state (a socket: closed) and no expiry. Operations in flight on `other`
+  // The next layer, the executor (a strand stays the same strand) and the expiry move
+  // over, a timeout too (operations fail with timeout until a new expiry is set);
+  // `other` is left with a next layer in its moved-from state (a socket: closed) and no
+  // expiry. Operations in flight on `other`
   // should have completed first (as with Beast's basic_stream): they go on with the
   // next layer, which no deadline closes any more, since `other`'s would close only
   // what is left in `other`.
   basic_timed_stream(basic_timed_stream&& other) : basic_timed_stream(take_from, other) {}
 
-  // The same from a stream on another executor type that ours is constructible from.
+  // The same from a stream on another executor type that ours is constructible from
+  // (the new stream's executor is made from the other's).
   template <class OtherExecutor,
-            std::enable_if_t<!std::is_same_v<OtherExecutor, Executor>, int> = 0>
+            std::enable_if_t<!std::is_same_v<OtherExecutor, Executor> &&
+                                 std::is_constructible_v<Executor, const OtherExecutor&>,
+                             int> = 0>
   basic_timed_stream(basic_timed_stream<NextLayer, OtherExecutor>&& other)
       : basic_timed_stream(take_from, other) {}
 
@@ -200,13 +205,16 @@ private:
   template <class, class>
   friend class basic_timed_stream;
 
-  // The moves: a new state around other's next layer, with other's expiry.
+  // The moves: a new state around other's next layer, on other's executor (as Asio's
+  // I/O objects' moves keep theirs), with other's expiry and timeout.
   struct take_from_t {};
   static constexpr take_from_t take_from{};
   template <class Other>
   basic_timed_stream(take_from_t, Other& other)
-      : state_(std::make_shared<state_type>(std::move(other.state_->next_layer()))) {
-    state_->set_expiry(other.state_->expiry());
+      : state_(std::make_shared<state_type>(detail::keep_executor,
+                                            Executor(other.state_->get_executor()),
+                                            std::move(other.state_->next_layer()))) {
+    state_->take_expiry_of(*other.state_);
     other.state_->set_expiry(other.state_->never());
   }
 

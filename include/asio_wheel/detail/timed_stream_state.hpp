@@ -163,6 +163,10 @@ enum class begin_result : unsigned char {
   busy       // another operation of this direction is in flight
 };
 
+// Selects timed_stream_state's constructor that takes the executor to keep.
+struct keep_executor_t {};
+inline constexpr keep_executor_t keep_executor{};
+
 template <class NextLayer, class Executor>
 class timed_stream_state
     : public std::enable_shared_from_this<timed_stream_state<NextLayer, Executor>> {
@@ -179,6 +183,17 @@ public:
   explicit timed_stream_state(Args&&... next_layer_args)
       : next_(std::forward<Args>(next_layer_args)...),
         timer_(executor_type(next_.get_executor())),
+        service_(&net::use_service<wheel_service>(
+            net::query(timer_.get_executor(), net::execution::context))),
+        plain_(context_executor(timer_.get_executor())) {}
+
+  // The same on `ex`: a moved stream keeps its executor (a strand stays that strand,
+  // which the handlers already started on it share with the stream's timeouts).
+  // (More specialized than the constructor above, so chosen for a keep_executor_t.)
+  template <class Ex, class... Args>
+  timed_stream_state(keep_executor_t, Ex&& ex, Args&&... next_layer_args)
+      : next_(std::forward<Args>(next_layer_args)...),
+        timer_(executor_type(std::forward<Ex>(ex))),
         service_(&net::use_service<wheel_service>(
             net::query(timer_.get_executor(), net::execution::context))),
         plain_(context_executor(timer_.get_executor())) {}
@@ -207,6 +222,16 @@ public:
   void set_expiry(time_point t) noexcept {
     expiry_ = t;
     timed_out_ = false;
+  }
+
+  // Whether operations fail with timeout until a new expiry is set.
+  bool timed_out() const noexcept { return timed_out_; }
+
+  // A move: the expiry of `other`, and its timeout, which only a new expiry clears.
+  template <class OtherState>
+  void take_expiry_of(const OtherState& other) noexcept {
+    expiry_ = other.expiry();
+    timed_out_ = other.timed_out();
   }
 
   // ---- operations ----
