@@ -15,7 +15,8 @@
 //   skip   the next tick is the first slot after now; the `missed` ones are dropped.
 //          With jitter, the first one whose jittered time is after now: the slot at or
 //          before now whose jitter puts it later is kept (so a tick late by less than
-//          its jitter loses no slot), and dropped if its jitter does not.
+//          its jitter loses no slot), and dropped if its jitter does not (the next
+//          tick's `missed` counts it).
 //   burst  the next tick is slot + period: the missed ticks complete one by one,
 //          immediately, their `missed` counting down to 0.
 //   delay  the schedule restarts from now: the next slot is now + period.

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 
 namespace asio_wheel {
 
@@ -55,6 +56,9 @@ struct periodic_state : due_entry {
   // skip: when the last tick was evaluated; a next tick drawn at or before it is
   // dropped (schedule_next_locked). min() otherwise.
   steady_time skip_through = steady_time::min();
+  // Slots skip dropped that way, counted in the next completion's `missed`: they passed
+  // unobserved too.
+  std::uint64_t dropped = 0;
   steady_duration period{};     // > 0
   steady_duration jitter{};     // >= 0; used capped at period
   const missed_tick policy;
@@ -117,13 +121,16 @@ private:
 
   // Puts the entry on the wheel for the next tick (lock held). A tick that skip kept
   // for its jitter, and whose jitter then put it at or before the evaluation that kept
-  // it, had passed then: skip drops it for the first slot after that time (it would
-  // otherwise complete at once, a burst, which skip never makes).
+  // it, had passed then: skip drops it, and any other slot up to that time, for the
+  // first slot after it (it would otherwise complete at once, a burst, which skip never
+  // makes), and the next completion counts them as missed.
   void schedule_next_locked() {
     due = jittered(next);
     if (due <= skip_through) {
       // next <= due <= skip_through: the product stays below skip_through - next.
-      next = saturating_add(next + (skip_through - next) / period * period, period);
+      const auto behind = (skip_through - next) / period;
+      next = saturating_add(next + behind * period, period);
+      dropped += static_cast<std::uint64_t>(behind) + 1;
       due = jittered(next);
     }
     shard->schedule_locked(*this, due);
@@ -163,7 +170,7 @@ private:
       s.skip_through = steady_time::min();
       break;
     }
-    static_cast<tick_op&>(s.ticks.ops.front()).missed = missed;
+    static_cast<tick_op&>(s.ticks.ops.front()).missed = missed + std::exchange(s.dropped, 0);
     step.shard.complete_front_locked(s.ticks, step.out);
     if (!s.ticks.ops.empty()) s.schedule_next_locked();
     return 1;
