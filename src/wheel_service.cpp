@@ -67,11 +67,12 @@ bool wants_locking(net::execution_context& ctx, const wheel_options& o) {
   case locking_mode::automatic: break;
   }
 #ifdef ASIO_WHEEL_HAS_ASIO_CONFIG
-  // The keys Asio's own scheduler reads: a hint of 1 means one thread runs the context,
-  // and locking == false that nothing may touch it from another.
+  // The key Asio's own scheduler reads: locking == false (the UNSAFE hints) says that
+  // nothing touches the context from another thread. A hint of 1 does not: it says one
+  // thread runs the context, and Asio still locks for the others (a thread_pool(1) has
+  // that hint, and is used from every thread but its own).
   const net::config config(ctx);
-  return config.get("scheduler", "concurrency_hint", 0) != 1 &&
-         config.get("scheduler", "locking", true);
+  return config.get("scheduler", "locking", true);
 #else
   (void)ctx;
   return true;
