@@ -197,7 +197,10 @@ void wheel_shard::driver_follows_nothrow_locked(const shard_entry& e, tick_t k) 
 void wheel_shard::disarm_when_idle_locked() noexcept {
   // Posted, not at once: a request loop that removes its deadline and adds the next
   // one (cancel_after) would otherwise re-arm the timerfd on every request.
-  if (!disarm_wanted_locked()) return;
+  if (disarm_wanted_locked()) post_disarm_locked();
+}
+
+void wheel_shard::post_disarm_locked() noexcept {
   try {
     post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
@@ -336,7 +339,15 @@ void wheel_shard::run_step(step_cause cause) {
     owed = 0;
     left = taken >= budget ? 0 : budget - taken;
     // Nothing slotted: nothing to arm for (arm_locked would find never_tick == armed_).
-    if (armed_ == never_tick && wheel_.has_slotted()) arm_locked();
+    // And an armed driver with nothing slotted is disarmed: a wait moved from its slot
+    // straight to the due list (a reset to a passed time) left it armed for the slot,
+    // and no unschedule follows such a wait's completion, so nothing else would; run()
+    // would not return before the slot's tick.
+    if (armed_ == never_tick) {
+      if (wheel_.has_slotted()) arm_locked();
+    } else if (disarm_wanted_locked()) {
+      post_disarm_locked();
+    }
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.
     if (left == 0 && has_work_locked()) post_step_locked();

@@ -625,6 +625,29 @@ BOOST_AUTO_TEST_CASE(steady_run_returns_once_the_last_wait_is_cancelled) {
   BOOST_TEST(svc.stats().wakeups == 0u);
 }
 
+// A pending wait reset to a passed time leaves its slot straight for the due list: the
+// driver, armed for that slot, was never disarmed (no unschedule follows such a wait's
+// completion), so run() went on until the old slot's tick, an hour here. The step that
+// completes it now disarms the driver when nothing is left in a slot. Steady clock: the
+// driver exists in steady mode only; the bound only ends a failure.
+BOOST_AUTO_TEST_CASE(steady_run_returns_once_a_wait_reset_to_the_past_completes) {
+  for (int how = 0; how < 2; ++how) {
+    asio::io_context io;
+    asio_wheel::timer t(io, 1h);
+    int fired = 0;
+    t.async_wait([&](error_code ec) { fired += !ec; });
+    asio::post(io, [&] {
+      if (how == 0)
+        t.reset_after(-1ms);
+      else
+        t.reset_at(std::chrono::steady_clock::time_point::min());
+    });
+    io.run_for(30s);
+    BOOST_TEST(io.stopped(), "reset " << how);
+    BOOST_TEST(fired == 1);
+  }
+}
+
 // ---- moves and rebinding ----
 
 BOOST_AUTO_TEST_CASE(move_carries_pending_waits_and_their_cancellation_slots) {
