@@ -111,10 +111,9 @@ public:
   // The next layer, the executor (a strand stays the same strand) and the expiry move
   // over, a timeout too (operations fail with timeout until a new expiry is set);
   // `other` is left with a next layer in its moved-from state (a socket: closed) and no
-  // expiry. Operations in flight on `other`
-  // should have completed first (as with Beast's basic_stream): they go on with the
-  // next layer, which no deadline closes any more, since `other`'s would close only
-  // what is left in `other`.
+  // expiry. Operations in flight on `other` should have completed first (as with
+  // Beast's basic_stream): they go on with the next layer, which no deadline closes any
+  // more, since `other`'s would close only what is left in `other`.
   basic_timed_stream(basic_timed_stream&& other) : basic_timed_stream(take_from, other) {}
 
   // The same from a stream on another executor type that ours is constructible from
