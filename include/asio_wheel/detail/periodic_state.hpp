@@ -54,7 +54,8 @@ struct periodic_state : due_entry {
   steady_time next{};           // slot of the next tick to complete
   steady_time due{};            // next + its jitter, while the entry is on the wheel
   // skip: when the last tick was evaluated; a next tick drawn at or before it is
-  // dropped (schedule_next_locked). min() otherwise.
+  // dropped (schedule_next_locked). Only skip's evaluation sets it (policy is const):
+  // min() for the other policies, and after a reset.
   steady_time skip_through = steady_time::min();
   // Slots skip dropped that way, counted in the next completion's `missed`: they passed
   // unobserved too.
@@ -153,7 +154,6 @@ private:
     switch (s.policy) {
     case missed_tick::burst:
       s.next = saturating_add(slot, s.period);
-      s.skip_through = steady_time::min();
       break;
     case missed_tick::skip: {
       // The slots whose time has passed, rounding or not, are dropped. slot + passed *
@@ -167,7 +167,6 @@ private:
     }
     case missed_tick::delay:
       s.next = saturating_add(now, s.period);
-      s.skip_through = steady_time::min();
       break;
     }
     static_cast<tick_op&>(s.ticks.ops.front()).missed = missed + std::exchange(s.dropped, 0);
