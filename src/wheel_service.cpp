@@ -40,6 +40,15 @@ const wheel_options& validated(const wheel_options& o) {
   if (o.slots < 2 || o.slots > detail::wheel::max_slots || !detail::has_single_bit(o.slots))
     throw std::invalid_argument("asio_wheel: wheel_options::slots must be a power of two "
                                 "in [2, 1048576], got " + std::to_string(o.slots));
+  // Tick k is the time epoch + k * tick (detail/wheel_clock.hpp). A tick so long that one
+  // rotation of level 0 passes time_point::max() puts the ticks of finite deadlines past
+  // the clock's end: such waits would round up to a time that never comes. Half the
+  // clock's range leaves room for the epoch (steady_clock::now() at install).
+  if (o.tick > duration::max() / 2 / static_cast<duration::rep>(o.slots))
+    throw std::invalid_argument(
+        "asio_wheel: wheel_options::tick * slots must be at most half of steady_clock's "
+        "range (about 146 years), so that the wheel's ticks are times the clock reaches; got " +
+        std::to_string(o.tick.count()) + " clock units * " + std::to_string(o.slots) + " slots");
   if (o.levels == 0)
     throw std::invalid_argument("asio_wheel: wheel_options::levels must be at least 1");
   const auto bits = static_cast<std::size_t>(detail::countr_zero(o.slots));
@@ -51,6 +60,11 @@ const wheel_options& validated(const wheel_options& o) {
   if (o.shards > 1 && o.clock == clock_mode::manual)
     throw std::invalid_argument("asio_wheel: wheel_options::shards > 1 needs clock_mode::steady "
                                 "(advance() moves one wheel)");
+  if (o.clock != clock_mode::steady && o.clock != clock_mode::manual)
+    throw std::invalid_argument("asio_wheel: wheel_options::clock is not a clock_mode");
+  if (o.locking != locking_mode::automatic && o.locking != locking_mode::on &&
+      o.locking != locking_mode::off)
+    throw std::invalid_argument("asio_wheel: wheel_options::locking is not a locking_mode");
   if (o.sharding != shard_policy::by_thread && o.sharding != shard_policy::round_robin)
     throw std::invalid_argument("asio_wheel: wheel_options::sharding is not a shard_policy");
   if (o.shards > max_shards)

@@ -61,6 +61,17 @@ BOOST_AUTO_TEST_CASE(install_rejects_bad_options_with_clear_messages) {
   o.slots = std::size_t{1} << 21;
   rejects(o, "power of two");
   o = {};
+  o.tick = std::chrono::steady_clock::duration::max(); // tick 1 is past the clock's end
+  rejects(o, "tick * slots");
+  o.slots = 2;
+  rejects(o, "tick * slots");
+  o = {};
+  o.clock = static_cast<clock_mode>(2);
+  rejects(o, "clock");
+  o = {};
+  o.locking = static_cast<asio_wheel::locking_mode>(-1);
+  rejects(o, "locking");
+  o = {};
   o.levels = 0;
   rejects(o, "levels");
   o = {};
@@ -71,6 +82,28 @@ BOOST_AUTO_TEST_CASE(install_rejects_bad_options_with_clear_messages) {
   o.levels = 64; // exactly 64 bits: fine
   asio::io_context io;
   BOOST_CHECK_NO_THROW(asio_wheel::install(io, o));
+}
+
+// The longest tick install() takes still puts tick 1 at a time the clock reaches: a
+// wait completes once virtual time passes it (a tick of duration::max() made every
+// finite wait round up to time_point::max(), which never comes).
+BOOST_AUTO_TEST_CASE(the_longest_tick_accepted_still_completes_a_wait) {
+  using duration = std::chrono::steady_clock::duration;
+  wheel_options o = manual_options();
+  o.tick = duration::max() / 2 / static_cast<duration::rep>(o.slots);
+  fixture f(o);
+  asio_wheel::timer t(f.io);
+  t.expires_after(1ns);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.advance(o.tick - 1ns);
+  BOOST_TEST(r.calls == 0);
+  f.advance(1ns);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+  o.tick += duration(1);
+  asio::io_context refused;
+  BOOST_CHECK_THROW(asio_wheel::install(refused, o), std::invalid_argument);
 }
 
 // The largest geometry that passes the per-wheel checks, times 16 shards, is 6 GiB of
