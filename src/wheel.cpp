@@ -179,7 +179,20 @@ void wheel::remove_rest(wheel_entry& e) noexcept {
     const bool made_next = is_top(index) && top_due_[index - top_base_] == top_next_;
     mark_empty(index);
     if (made_next) recompute_top_next();
+    if (resume_level_ != no_resume) forget_resume_if_nothing_left();
   }
+}
+
+void wheel::forget_resume_if_nothing_left() noexcept {
+  // The unfinished tick resumes in the slots at now_, from resume_level_ down. Once
+  // removals have emptied them all, there is nothing to resume, and the state must go:
+  // next_slot_tick would keep naming the tick, which has passed (a driver armed for it,
+  // a wake-up for nothing, and stats().next_wakeup in the past), and a delay queue would
+  // hold back takes that could complete at once (tick_unfinished).
+  for (std::size_t level = 0; level <= resume_level_; ++level)
+    if (occupied(slot_index(level, now_))) return;
+  resume_level_ = no_resume;
+  resume_chain_ = 0;
 }
 
 void wheel::reschedule_slow(wheel_entry& e, tick_t deadline) {

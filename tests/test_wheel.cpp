@@ -771,6 +771,32 @@ BOOST_AUTO_TEST_CASE(entries_of_an_unfinished_tick_can_be_moved_and_removed) {
   BOOST_TEST(!w.has_slotted());
 }
 
+// An unfinished tick whose remaining entries are all removed is over: nothing is left to
+// resume. It stayed unfinished until the next advance, and next_slot_tick named the past
+// tick to a driver (a wake-up for nothing; with nothing else slotted, an assertion).
+BOOST_AUTO_TEST_CASE(an_unfinished_tick_whose_rest_is_removed_is_over) {
+  for (const bool other_slotted : {false, true}) {
+    wheel w(16, 2);
+    std::vector<node> nodes(4);
+    for (int i = 0; i < 3; ++i) w.insert(nodes[i], 5);
+    if (other_slotted) w.insert(nodes[3], 40); // a level-1 slot
+    BOOST_TEST(!w.advance_to(10, 1)); // stops inside tick 5's slot
+    BOOST_TEST_REQUIRE(w.pop_due() != nullptr);
+    BOOST_TEST(w.tick_unfinished());
+    int left = 0;
+    for (int i = 0; i < 3; ++i)
+      if (nodes[i].linked()) {
+        w.remove(nodes[i]);
+        ++left;
+      }
+    BOOST_TEST(left == 2);
+    BOOST_TEST(!w.tick_unfinished(), "other slotted: " << other_slotted);
+    BOOST_TEST(w.next_slot_tick() == (other_slotted ? tick_t{32} : never_tick));
+    BOOST_TEST(w.advance_to(40, 1));
+    BOOST_TEST(w.pop_due() == (other_slotted ? &nodes[3] : nullptr));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(entries_of_the_warmed_slot_may_leave_and_move_while_it_is_warmed) {
   // While level 0 walks a rotation, the wheel steps cursors through the level-1 slot
   // that the next rotation cascades, one entry a walk. Those entries are removed,

@@ -229,6 +229,46 @@ BOOST_AUTO_TEST_CASE(expiry_batch_bounds_completions_per_step_without_reordering
   BOOST_TEST(!codes[248]);
 }
 
+// On the steady clock a step can stop inside a tick (expiry_batch). When a handler of
+// that tick cancels the tick's other waits, the tick is over: the next wake-up is the
+// next wait's, not the passed tick's. Before, the wheel kept the tick unfinished, and
+// stats() failed an assertion (nothing else slotted) or named the past (a wait an hour
+// away), where the driver was armed too. The test waits for one tick, about 5 ms: no
+// sleep, no time limit.
+BOOST_AUTO_TEST_CASE(steady_a_split_tick_whose_rest_is_cancelled_is_over) {
+  asio::io_context io;
+  asio_wheel::wheel_options o;
+  o.expiry_batch = 1;
+  o.shards = 1;
+  auto& svc = asio_wheel::install(io, o);
+  const auto at = std::chrono::steady_clock::now() + 5ms;
+  std::vector<std::unique_ptr<asio_wheel::timer>> timers;
+  asio_wheel::timer later(io);
+  std::vector<error_code> codes;
+  std::chrono::steady_clock::time_point wake_when_alone{}, wake_with_later{};
+  for (int i = 0; i < 3; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::timer>(io, at));
+    timers.back()->async_wait([&](error_code ec) {
+      codes.push_back(ec);
+      if (codes.size() != 1) return;
+      for (auto& t : timers) t->cancel(); // the other two, still in the tick's slot
+      wake_when_alone = svc.stats().next_wakeup;
+      later.expires_after(1h);
+      later.async_wait([](error_code) {});
+      wake_with_later = svc.stats().next_wakeup;
+      later.cancel();
+    });
+  }
+  io.run();
+  BOOST_TEST_REQUIRE(codes.size() == 3u);
+  BOOST_TEST(!codes[0]);
+  BOOST_TEST(codes[1] == aborted);
+  BOOST_TEST(codes[2] == aborted);
+  BOOST_TEST((wake_when_alone == std::chrono::steady_clock::time_point::max()));
+  // The start of the hour's slot (a level-2 slot spans 65.5 s), not the passed tick.
+  BOOST_TEST((wake_with_later >= at + 30min));
+}
+
 // A handler that starts an operation completing at once (a wait whose expiry has
 // passed, a take with an element expired) gets it completed in the same step, not in a
 // posted one, up to expiry_batch completions per step; still never inside the
