@@ -17,7 +17,8 @@
 // Self-test: the server runs in-process on loopback with --idle 200ms and
 // --read-timeout 600ms (unless given), and its own clients check keep-alive (three
 // requests, one connection), pipelining (three requests in one write, answered in
-// order), idle reaping (connections idle after a request and connections that never
+// order), requests with a body (by length and chunked) and HEAD (the length, no body),
+// idle reaping (connections idle after a request and connections that never
 // send are closed; the server never closes one before its idle time, measured on the
 // server's clock), and a slow header (cut off by the read deadline, not earlier, and
 // counted as a read timeout). Upper bounds on wall-clock time are generous (5 s of
@@ -59,6 +60,7 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 using namespace std::chrono_literals;
+using namespace std::string_literals;
 using clock_type = std::chrono::steady_clock;
 using duration = clock_type::duration;
 using std::chrono::milliseconds;
@@ -328,14 +330,17 @@ private:
       }
       return;
     }
-    const http::request<http::empty_body>& req = parser_->get();
+    const http::request<http::string_body>& req = parser_->get();
+    static constexpr std::string_view hello = "Hello, World!\n";
     response_.emplace(http::status::ok, req.version());
     response_->set(http::field::server, "asio_wheel-http_server");
     response_->set(http::field::content_type, "text/plain");
     response_->set("X-Target", req.target());
-    response_->body() = "Hello, World!\n";
+    // A reply to HEAD names the length a GET's body would have, and carries none of it:
+    // bytes after its header would be read as the next reply on the connection.
+    if (req.method() != http::verb::head) response_->body() = hello;
+    response_->content_length(hello.size());
     response_->keep_alive(req.keep_alive());
-    response_->prepare_payload();
     parser_.reset(); // an idle connection keeps no request around
     stream_.expires_after(cfg_.write_timeout);
     http::async_write(stream_, *response_,
@@ -368,7 +373,8 @@ private:
   const config& cfg_;
   server_stats& stats_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::empty_body>> parser_;
+  // A request's body (up to body_limit) is read and dropped: every request is answered.
+  std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> response_;
   clock_type::time_point idle_since_{};
 };
@@ -378,8 +384,10 @@ private:
 
 class server {
 public:
+  // The acceptor has a strand of its own: stop() comes from the signal handler, on any
+  // of the pool's threads, while an accept's handler may be starting the next accept.
   server(net::io_context& io, const config& cfg, server_stats& stats)
-      : io_(io), cfg_(cfg), stats_(stats), acceptor_(io) {
+      : io_(io), cfg_(cfg), stats_(stats), acceptor_(net::make_strand(io)) {
     const tcp::endpoint ep(net::ip::make_address(cfg.address), cfg.port);
     acceptor_.open(ep.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));
@@ -391,15 +399,20 @@ public:
 
   void start() { accept(); }
 
+  // Closes the acceptor on its strand; callable from any thread.
   void stop() {
-    error_code ignored;
-    acceptor_.close(ignored);
+    net::post(acceptor_.get_executor(), [this] {
+      error_code ignored;
+      acceptor_.close(ignored);
+    });
   }
 
 private:
   void accept() {
     acceptor_.async_accept(net::make_strand(io_), [this](error_code ec, tcp::socket socket) {
-      if (ec == net::error::operation_aborted) return; // stop()
+      // Runs on the acceptor's strand (its I/O executor). After stop(), no next accept:
+      // on a closed acceptor it would fail at once, and again, for ever.
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
       if (!ec) {
         stats_.connections.fetch_add(1, std::memory_order_relaxed);
         if (cfg_.stream == stream_kind::wheel) {
@@ -522,6 +535,32 @@ struct self_test {
     check(ok && order == "/p1/p2/p3", "answered in order (" + order + ")");
   }
 
+  void bodies_and_head() {
+    std::printf("bodies and HEAD: a POST with a length, a chunked POST, a HEAD, then a GET\n");
+    tcp::socket s = connect();
+    beast::flat_buffer buf;
+    std::string target;
+    net::write(s, net::buffer("POST /b1 HTTP/1.1\r\nHost: self-test\r\n"
+                              "Content-Length: 5\r\n\r\nhello"s));
+    check(read_response(s, buf, &target) && target == "/b1", "a body with a length: answered");
+    net::write(s, net::buffer("POST /b2 HTTP/1.1\r\nHost: self-test\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"s));
+    check(read_response(s, buf, &target) && target == "/b2", "a chunked body: answered");
+    // A HEAD reply's Content-Length is the GET's; no body follows it. Were one sent, the
+    // GET's reply would be read from the middle of it.
+    net::write(s, net::buffer("HEAD /h HTTP/1.1\r\nHost: self-test\r\n\r\n"s));
+    http::response_parser<http::empty_body> head;
+    head.skip(true);
+    error_code ec;
+    http::read(s, buf, head, ec);
+    check(!ec && head.get().result() == http::status::ok &&
+              head.get()[http::field::content_length] == "14",
+          "HEAD: answered with the GET's length");
+    net::write(s, net::buffer(request("/after-head")));
+    check(read_response(s, buf, &target) && target == "/after-head",
+          "the reply after HEAD's is read whole: HEAD's carried no body");
+  }
+
   void idle() {
     constexpr int after_request = 40, silent = 10;
     std::printf("idle: %d connections idle after a request, %d that never send (idle %.0f ms)\n",
@@ -621,6 +660,7 @@ int run_self_test(const config& cfg) {
   self_test t{cfg, stats, srv.local_endpoint(), {}, 0};
   t.keep_alive();
   t.pipelined();
+  t.bodies_and_head();
   t.idle();
   t.slow_header();
 
