@@ -599,6 +599,170 @@ BOOST_AUTO_TEST_CASE(an_operation_completed_inside_the_emission_has_its_memory_b
   BOOST_TEST(f.pending() == 0u);
 }
 
+// The operation completes while its deadline's emission is queued: both came due in
+// one tick (a timer's wait and its deadline, both at 10 ms). The handler ran at once,
+// the state kept by the queued emission, which freed it with the handler's allocator
+// after the handler had run (a heap-use-after-free when the handler frees the arena).
+// Now the completion waits for the emission, which skips it, and runs with nothing of
+// its allocator live.
+BOOST_AUTO_TEST_CASE(an_operation_completing_as_its_deadline_fires_has_its_memory_back_first) {
+  fixture f;
+  int live = 0;
+  int live_in_handler = -1;
+  outcome o;
+  asio_wheel::timer t(f.io, 10ms);
+  t.async_wait(cancel_after(10ms, net::bind_allocator(
+                                      asio_wheel_test::counting_allocator<void>(&live),
+                                      [&](error_code ec) {
+                                        live_in_handler = live;
+                                        record(o)(ec);
+                                      })));
+  BOOST_TEST(live == 2); // the wait's operation and the deadline's state
+  f.svc.advance(10ms);
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(live_in_handler == 0);
+  BOOST_TEST(live == 0);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+namespace {
+
+// An operation on the context's plain executor (its I/O executor) whose cancellation
+// handler completes it through the handler's associated executor (dispatch), as Asio
+// lets an operation do outside its initiating function. The cancellation handler
+// records whether it ran in `strand`.
+struct operation_dispatching_on_cancellation {
+  net::io_context::executor_type io_ex;
+  net::strand<net::io_context::executor_type> strand;
+  bool* cancelled_in_strand;
+
+  struct initiation {
+    using executor_type = net::io_context::executor_type;
+    executor_type io_ex;
+    net::strand<net::io_context::executor_type> strand;
+    bool* cancelled_in_strand;
+
+    executor_type get_executor() const noexcept { return io_ex; }
+
+    template <class Handler>
+    void operator()(Handler handler) const {
+      auto held = std::make_shared<std::optional<Handler>>(std::move(handler));
+      net::get_associated_cancellation_slot(**held).assign(
+          [held, s = strand, in = cancelled_in_strand](net::cancellation_type) {
+            *in = s.running_in_this_thread();
+            Handler h = std::move(**held);
+            held->reset();
+            auto ex = net::get_associated_executor(h);
+            net::dispatch(ex, [h = std::move(h)]() mutable {
+              std::move(h)(net::error::operation_aborted);
+            });
+          });
+    }
+  };
+
+  template <class Token>
+  auto async_start(Token&& token) {
+    return net::async_initiate<Token, void(error_code)>(
+        initiation{io_ex, strand, cancelled_in_strand}, token);
+  }
+};
+
+// Sets its flag when destroyed (not when moved from).
+struct destroy_flag {
+  std::shared_ptr<bool> flag;
+  explicit destroy_flag(std::shared_ptr<bool> f) : flag(std::move(f)) {}
+  destroy_flag(destroy_flag&&) = default;
+  destroy_flag(const destroy_flag&) = delete;
+  ~destroy_flag() {
+    if (flag) *flag = true;
+  }
+};
+
+// An operation completed by its cancellation handler, which notes whether it was itself
+// destroyed by the upcall (its memory is the signal's: freed with the signal's owner).
+// Asio recycles that memory, so the sanitizers would not see the use after free.
+struct operation_watching_its_cancellation_handler {
+  bool* destroyed_by_upcall;
+
+  template <class Token>
+  auto async_start(Token&& token) {
+    return net::async_initiate<Token, void(error_code)>(
+        [out = destroyed_by_upcall](auto handler) {
+          using handler_type = decltype(handler);
+          auto held = std::make_shared<std::optional<handler_type>>(std::move(handler));
+          auto destroyed = std::make_shared<bool>(false);
+          net::get_associated_cancellation_slot(**held).assign(
+              [held, out, destroyed, guard = destroy_flag(destroyed)](net::cancellation_type) {
+                const std::shared_ptr<bool> d = destroyed; // locals: they outlive this object
+                bool* const o = out;
+                handler_type h = std::move(**held);
+                held->reset();
+                std::move(h)(net::error::operation_aborted);
+                *o = *d;
+              });
+        },
+        token);
+  }
+};
+
+} // namespace
+
+// A handler bound to a strand: the deadline is emitted in that strand, as Boost.Asio's
+// own cancel_after does, so that the emission never overlaps the operation's steps on
+// it (a composed operation's, on a pool of threads: a data race under TSan). It was
+// emitted on the I/O executor; and a completion put off inside the emission then ran
+// after the strand's call had ended, outside its strand.
+BOOST_AUTO_TEST_CASE(the_deadline_is_emitted_in_the_handlers_strand) {
+  fixture f;
+  auto strand = net::make_strand(f.io);
+  bool cancelled_in_strand = false, handled_in_strand = false;
+  outcome o;
+  operation_dispatching_on_cancellation op{f.io.get_executor(), strand, &cancelled_in_strand};
+  op.async_start(cancel_after(10ms, net::bind_executor(strand, [&](error_code ec) {
+                                handled_in_strand = strand.running_in_this_thread();
+                                record(o)(ec);
+                              })));
+  f.svc.advance(10ms);
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(cancelled_in_strand);
+  BOOST_TEST(handled_in_strand);
+  BOOST_TEST(f.pending() == 0u);
+}
+
+// cancel_after inside cancel_after: the inner deadline reaches the operation through
+// the outer one's forwarding of the user's slot. The operation completed inside that
+// emission, and the outer deadline's state (whose signal held the running cancellation
+// handler) was freed under it: a heap-use-after-free when the cancellation handler went
+// on (the sanitizer builds), on another thread too. A forwarded emission is now a firing
+// of the outer deadline, which the completion waits for.
+BOOST_AUTO_TEST_CASE(a_nested_deadline_frees_nothing_its_emission_still_uses) {
+  fixture f;
+  int live = 0;
+  int live_in_handler = -1;
+  bool destroyed_by_upcall = false;
+  outcome o;
+  operation_watching_its_cancellation_handler op{&destroyed_by_upcall};
+  op.async_start(cancel_after(
+      1h, cancel_after(10ms, net::bind_allocator(
+                                 asio_wheel_test::counting_allocator<void>(&live),
+                                 net::bind_executor(f.io, [&](error_code ec) {
+                                   live_in_handler = live;
+                                   record(o)(ec);
+                                 })))));
+  BOOST_TEST(live == 2); // the two deadlines' states
+  f.svc.advance(10ms);
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(!destroyed_by_upcall);
+  BOOST_TEST(live_in_handler == 0);
+  BOOST_TEST(live == 0);
+  BOOST_TEST(f.pending() == 0u);
+}
+
 // The handler of an operation completed inside the emission waits for the emission to
 // end; when the cancellation handler then throws, it was destroyed, never invoked (a
 // lost handler). Now it is posted, and runs once the exception has left run().

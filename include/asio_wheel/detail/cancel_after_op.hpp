@@ -19,10 +19,11 @@
 namespace asio_wheel {
 namespace detail {
 
-// The user's slot, when connected, forwards into the operation's.
+// The user's slot, when connected, forwards into the operation's, as a firing of the
+// deadline's own (deadline_state::emit_forwarded): a completion meanwhile waits for it.
 struct forward_cancellation {
   deadline_state* state;
-  void operator()(net::cancellation_type t) const { state->signal.emit(t); }
+  void operator()(net::cancellation_type t) const { state->emit_forwarded(t); }
 };
 
 // The handler the operation sees: the user's, plus the deadline it ends.
@@ -44,7 +45,7 @@ public:
 
   // Destroyed without being invoked (shutdown, a failed initiation): the deadline ends.
   ~cancel_after_handler() {
-    if (state_) end();
+    if (state_) end_unrun();
   }
 
   // The operation's slot: our signal's.
@@ -62,17 +63,24 @@ public:
   // until the user's handler has returned (or thrown): a request loop puts its next
   // deadline on the wheel there, and would otherwise pay a posted disarm and a drop
   // and retake of the context's work on every request.
+  //
+  // Completed while a firing of the deadline is under way (queued, running elsewhere, or
+  // the one this completion happens inside): the handler runs when the firing ends (see
+  // deadline_state.hpp).
   template <class... Args>
   void operator()(Args&&... args) {
-    // Completed inside its own deadline's emission: the handler runs after it (see
-    // deadline_state.hpp), unless there is no memory to put it off in.
-    if (state_->emitting_here() && defer(std::forward<Args>(args)...)) return;
+    deadline_state* const s = state_;
+    const deadline_state::finished f = end(true);
+    if (f.wait) {
+      defer(s, std::forward<Args>(args)...);
+      return;
+    }
     struct settle_after_handler {
       wheel_shard* shard;
       ~settle_after_handler() {
         if (shard) shard->settle_idle();
       }
-    } settle{end(true)};
+    } settle{f.settle};
     std::move(handler_)(std::forward<Args>(args)...);
   }
 
@@ -82,46 +90,57 @@ private:
   template <class... Args>
   struct deferred;
 
-  // Moves this handler and the arguments into a deferred completion, allocated with the
-  // handler's allocator, that the emission runs when it ends. False if that allocation
-  // threw: the handler then runs at once, as it did before the deferral existed. If a
-  // move throws, the memory goes back and the exception leaves the upcall, the handler
-  // never invoked, as when Asio's own ops cannot move a handler; the deadline still ends
-  // (with this object, or with the half-built one if the handler had moved).
+  // finish() left the handler's ref on `s` for a firing under way: moves this handler
+  // (with `s` and that ref) and the arguments into a deferred completion, allocated with
+  // the handler's allocator, that the last firing runs when it ends; if the firings ended
+  // meanwhile, runs it now. Its run finishes the deadline again, this time for good.
+  // If that allocation throws, the handler runs at once and the state is freed after it
+  // (the one case where it outlives the upcall). If a move throws, the memory goes back
+  // and the exception leaves the upcall, the handler never invoked, as when Asio's own
+  // ops cannot move a handler; the deadline still ends (with this object, or with the
+  // half-built one if the handler had moved).
   template <class... Args>
-  bool defer(Args&&... args) {
+  void defer(deadline_state* s, Args&&... args) {
     using impl = deferred<std::decay_t<Args>...>;
     typename impl::alloc_type alloc(op_allocator(handler_));
-    impl* p;
+    impl* p = nullptr;
     try {
       p = std::allocator_traits<typename impl::alloc_type>::allocate(alloc, 1);
     } catch (...) {
-      return false;
     }
-    deadline_state* s = state_;
+    if (p == nullptr) {
+      s->release();
+      std::move(handler_)(std::forward<Args>(args)...);
+      return;
+    }
+    state_ = s; // the ref goes with the handler
     try {
       ::new (static_cast<void*>(p)) impl(std::move(*this), std::forward<Args>(args)...);
     } catch (...) {
       std::allocator_traits<typename impl::alloc_type>::deallocate(alloc, p, 1);
       throw;
     }
-    s->defer_completion(*p);
-    return true;
+    if (!s->defer_completion(*p)) p->run(p, true);
   }
 
-  // Unhooks the user's slot, then the deadline (which may wait out an emission).
-  // Returns the shard whose settle_idle() is due, if the deadline put it off.
-  wheel_shard* end(bool may_settle_later = false) noexcept {
+  // Unhooks the user's slot, then the deadline (deadline_state::finish says what comes
+  // back). Without a completion to put off (the handler destroyed unrun), a firing under
+  // way gives the state back when it ends.
+  deadline_state::finished end(bool may_settle_later = false) noexcept {
     auto slot = net::get_associated_cancellation_slot(handler_);
     if (slot.is_connected()) slot.clear();
     return std::exchange(state_, nullptr)->finish(may_settle_later);
+  }
+  void end_unrun() noexcept {
+    deadline_state* const s = state_;
+    if (end().wait) s->release();
   }
 
   Handler handler_;
   deadline_state* state_;
 };
 
-// A completion that happened inside its deadline's emission, with its arguments.
+// A completion put off until the deadline's firings have ended, with its arguments.
 template <class Handler>
 template <class... Args>
 struct cancel_after_handler<Handler>::deferred final : deferred_completion {
@@ -179,11 +198,10 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
   std::tuple<Args...> args;
 };
 
-// The executor whose context's wheel holds the deadline and on which it is emitted:
-// the operation's I/O executor, else the one the handler names. With neither there is
-// no context to put the deadline on, and no safe place to emit the cancellation (a
-// default such as system_executor would emit on a thread of its own, racing the
-// operation), so that does not compile.
+// The executor whose context's wheel holds the deadline: the operation's I/O executor,
+// else the one the handler names. With neither there is no context to put the deadline
+// on, and no safe place to emit the cancellation (a default such as system_executor
+// would emit on a thread of its own, racing the operation), so that does not compile.
 template <class Initiation, class Handler>
 net::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
   if constexpr (has_get_executor<const Initiation>::value) {
@@ -195,6 +213,19 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
                   "and the handler names none: bind one (bind_executor) to say "
                   "which context's wheel holds the deadline and where it is emitted");
     return net::get_associated_executor(h);
+  }
+}
+
+// Where the deadline is emitted: on the handler's associated executor (its strand,
+// say), so that the emission never overlaps the operation's own steps on it, as with
+// Boost.Asio's cancel_after; with none, on the operation's I/O executor `io_ex`.
+template <class Handler>
+net::any_io_executor emission_executor(const Handler& h, net::any_io_executor&& io_ex) {
+  if constexpr (std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
+                               no_associated_executor>) {
+    return std::move(io_ex);
+  } else {
+    return net::get_associated_executor(h, io_ex);
   }
 }
 
@@ -231,7 +262,7 @@ private:
     // The initiation's ref keeps the state alive until the entry is armed, whatever
     // the operation does meanwhile (it may even complete on another thread).
     deadline_state* s = deadline_state_impl<decltype(op_allocator(handler))>::create(
-        op_allocator(handler), shard, std::move(ex), type_);
+        op_allocator(handler), shard, emission_executor(handler, std::move(ex)), type_);
     struct release_if_thrown {
       deadline_state* s;
       ~release_if_thrown() {

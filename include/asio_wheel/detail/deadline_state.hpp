@@ -12,18 +12,23 @@
 //
 // Who emits: the shard's step, when the entry comes due (on_due, under the lock),
 // queues the state itself as an operation; its completion, outside the lock, emits
-// the signal on the operation's I/O executor (inline when that is the wheel context's
-// plain executor, else through dispatch). Under the shard's lock the emitter checks
-// `done` and marks `emitting`; the completing handler sets `done` and, if an emission
-// is under way on another thread, waits for it to end before the user's handler runs.
-// So an emission never starts after the operation completed, never overlaps the
-// user's handler, and never touches freed memory; the handler itself is invoked
-// exactly once, by the operation. An operation may also complete inside the emission,
-// on the emitting thread (its cancellation handler completes it): then its handler
-// waits, moved out to memory of its own (a deferred_completion), until the emission has
-// ended and given back its ref, so that the state, allocated with the handler's
-// allocator, is freed before the handler runs, as Asio requires of an operation's
-// memory (and the handler may free that allocator's arena).
+// the signal on the handler's associated executor (defaulting to the operation's I/O
+// executor; inline when that is the wheel context's plain executor, else through
+// dispatch), as Boost.Asio's own cancel_after does. So with a handler bound to a
+// strand, the emission and the operation's own steps (a composed operation's, run on
+// that strand) never overlap. A cancellation forwarded from the user's own slot is an
+// emission too.
+//
+// An emission holds a ref from the moment the deadline comes due (or the user's signal
+// reaches ours) until it has run or been skipped: a firing. Under the shard's lock the
+// emitter checks `done` and skips a completed operation. The operation's completion
+// sets `done`; if a firing is under way then (queued, running on another thread, or
+// running this very completion from a cancellation handler), the completion waits,
+// moved out to memory of its own (a deferred_completion), and the firing that ends
+// last runs it, after giving back its ref. So the user's handler always runs after the
+// state, allocated with the handler's allocator, is freed, as Asio requires of an
+// operation's memory (the handler may free that allocator's arena), never while an
+// emission runs, and in the place the firing ran: on the handler's executor.
 #ifndef ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 
@@ -39,7 +44,6 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <thread>
 #include <utility>
 
 namespace asio_wheel::detail {
@@ -130,35 +134,28 @@ public:
     if (last) dealloc_(this);
   }
 
-  // Whether the calling thread is inside this deadline's emission: the operation
-  // completes from its own cancellation handler. Costs one load when it is not: this
-  // thread's own store of emitting_ is what it would see.
-  bool emitting_here() const noexcept {
-    if (!emitting_.load(std::memory_order_relaxed)) return false;
-    auto guard = shard_->lock();
-    return emitting_.load(std::memory_order_relaxed) && emitter_ == std::this_thread::get_id();
-  }
-  // Inside the emission (emitting_here()): `c` runs once the emission has ended. The
-  // emitting thread's own field: no lock.
-  void defer_completion(deferred_completion& c) noexcept {
-    assert(deferred_ == nullptr);
-    deferred_ = &c;
-  }
-
   // The operation completed (or its handler was destroyed): takes the entry off the
-  // wheel, waits out an emission running on another thread, drops the handler's ref.
-  // With `may_settle_later`, and when this thread runs the shard's context (which then
-  // outlives the caller's next steps), what the shard does on being left idle waits:
-  // returns the shard, whose settle_idle() the caller must then call. Else nullptr.
-  wheel_shard* finish(bool may_settle_later = false) noexcept {
-    bool wait = false, last = false;
+  // wheel so that no emission starts any more. Unless a firing is under way, drops the
+  // handler's ref. With `may_settle_later`, and when this thread runs the shard's
+  // context (which then outlives the caller's next steps), what the shard does on being
+  // left idle waits: `settle` is the shard, whose settle_idle() the caller must then
+  // call. With a firing under way, `wait` is true and the ref stays: the caller puts its
+  // completion off (defer_completion), or ends with release() if it has none to run.
+  // Called again by the completion put off, it finds no firing and drops the ref.
+  struct finished {
     wheel_shard* settle = nullptr;
+    bool wait = false;
+  };
+  finished finish(bool may_settle_later = false) noexcept {
+    finished f;
+    bool last = false;
     {
       auto guard = shard_->lock();
       done_ = true;
+      f.wait = firings_ != 0;
       if (!shard_->shut_down_locked()) {
-        if (may_settle_later && shard_->context_runs_here_locked()) settle = shard_;
-        if (settle) {
+        if (may_settle_later && !f.wait && shard_->context_runs_here_locked()) f.settle = shard_;
+        if (f.settle) {
           shard_->unschedule_settling_later_locked(*this);
           settle_count_locked(op_result::aborted, wheel_shard::idle_action::settle_later);
         } else {
@@ -166,18 +163,32 @@ public:
           settle_count_locked(op_result::aborted);
         }
       }
-      wait = emitting_.load(std::memory_order_relaxed) && emitter_ != std::this_thread::get_id();
-      // While an emission runs its firing ref keeps the state; ours must too, until
-      // the wait below has read emitting_ for the last time.
-      if (!wait) last = drop_ref_locked();
+      if (!f.wait) last = drop_ref_locked();
     }
-    if (wait) {
-      while (emitting_.load(std::memory_order_acquire)) std::this_thread::yield();
-      release();
-    } else if (last) {
-      dealloc_(this);
+    if (last) dealloc_(this);
+    return f;
+  }
+
+  // After finish() said wait: `c` runs when the last firing ends, or returns false if
+  // the firings ended meanwhile (the caller then runs `c` itself).
+  [[nodiscard]] bool defer_completion(deferred_completion& c) noexcept {
+    auto guard = shard_->lock();
+    if (firings_ == 0) return false;
+    assert(deferred_ == nullptr);
+    deferred_ = &c;
+    return true;
+  }
+
+  // The user's own slot was emitted (forward_cancellation): passed on as a firing of its
+  // own, unless the operation completed.
+  void emit_forwarded(net::cancellation_type t) {
+    {
+      auto guard = shard_->lock();
+      if (done_) return;
+      ++refs_;
+      ++firings_;
     }
-    return settle;
+    emit_and_end_firing(t);
   }
 
 protected:
@@ -237,6 +248,7 @@ private:
     auto& s = static_cast<deadline_state&>(e);
     s.settle_count_locked(op_result::success);
     ++s.refs_; // the firing ref
+    ++s.firings_;
     step.out.push_back(static_cast<wheel_op&>(s));
     return 1;
   }
@@ -264,80 +276,101 @@ private:
   // again then, so the operation is not left without its deadline (late, never early).
   // Not as passed: while the executor keeps failing, each step would retry at once, in
   // a busy loop.
+  // A completion that waited for this firing is posted to the emission's executor (or
+  // destroyed, after shutdown).
   void give_back_unrun() noexcept {
+    bool shut_down;
+    {
+      auto guard = shard_->lock();
+      shut_down = shard_->shut_down_locked();
+      if (!done_ && !shut_down && !linked())
+        shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
+    }
+    deferred_completion* c = end_firing();
+    if (c) post_or_destroy(c, !shut_down);
+  }
+
+  // Ends a firing: gives back its ref (freeing the state if it was the last) and returns
+  // the completion that waited for the firings, if this was the last of them. The state
+  // may be gone on return.
+  [[nodiscard]] deferred_completion* end_firing() noexcept {
+    deferred_completion* c = nullptr;
     bool last;
     {
       auto guard = shard_->lock();
-      if (!done_ && !shard_->shut_down_locked() && !linked())
-        shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
+      assert(firings_ > 0);
+      if (--firings_ == 0) c = std::exchange(deferred_, nullptr);
       last = drop_ref_locked();
     }
+    // A waiting completion holds the handler's ref: never the last one out here then.
+    assert(!(last && c));
     if (last) dealloc_(this);
+    return c;
   }
 
-  // On the operation's I/O executor: emits unless the operation completed first.
-  // Consumes the firing ref.
+  // Runs `c` after an exception has left (a handler is never invoked while one unwinds):
+  // posted to the emission's executor; destroyed if `post` is false or the post fails.
+  // `ex` is a copy: the state may be freed by then.
+  static void post_or_destroy(deferred_completion* c, const net::any_io_executor& ex,
+                              bool post) noexcept {
+    if (post) {
+      try {
+        net::post(ex, posted_completion(c));
+        return;
+      } catch (...) {
+      }
+    }
+    c->run(c, false);
+  }
+  void post_or_destroy(deferred_completion* c, bool post) noexcept {
+    // The completion holds the handler's ref: the state, and io_ex_, are still here.
+    post_or_destroy(c, io_ex_, post);
+  }
+
+  // On the emission's executor: emits unless the operation completed first. Consumes
+  // the firing ref.
   void emit_now() {
-    bool emit = false, last = false;
+    bool emit;
     {
       auto guard = shard_->lock();
-      if (!done_) {
-        emit = true;
-        emitter_ = std::this_thread::get_id();
-        emitting_.store(true, std::memory_order_relaxed);
-      } else {
-        last = drop_ref_locked();
-      }
+      emit = !done_;
     }
     if (emit) {
-      // A completion that happened inside the emission (defer_completion) runs after
-      // it, once the firing ref is given back: its own ref is then the state's last.
-      // If a cancellation handler threw, it is posted to the I/O executor instead, to
-      // run after the exception has left the step: a handler is never invoked while an
-      // exception unwinds, nor lost (only if the post itself fails is it destroyed,
-      // which ends the deadline).
-      struct deferred_run {
-        deadline_state* s;
-        deferred_completion* c = nullptr;
-        ~deferred_run() {
-          if (!c) return;
-          // s is live: the deferred completion holds the handler's ref.
-          try {
-            net::post(s->io_ex_, posted_completion(c));
-          } catch (...) {
-            c->run(c, false);
-          }
-        }
-      } later{this};
-      {
-        // The emission ends even if a cancellation handler throws: a completion on
-        // another thread waits for it (finish), and the firing ref must be given back.
-        struct end_emission {
-          deadline_state* s;
-          deferred_completion*& later;
-          ~end_emission() {
-            later = std::exchange(s->deferred_, nullptr);
-            s->emitting_.store(false, std::memory_order_release);
-            s->release();
-          }
-        } end{this, later.c};
-        signal.emit(type_);
-      }
-      // The state may be gone here: only locals from now on.
-      if (deferred_completion* c = std::exchange(later.c, nullptr)) c->run(c, true);
-    } else if (last) {
-      dealloc_(this);
+      emit_and_end_firing(type_);
+    } else if (deferred_completion* c = end_firing()) {
+      c->run(c, true);
     }
+  }
+
+  // Emits `t` on the signal, then ends the firing and runs the completion that waited
+  // for it, if any (the operation may have completed inside the emission, from its
+  // cancellation handler). If a cancellation handler threw, that completion is posted to
+  // the emission's executor instead, to run after the exception has left: never invoked
+  // while an exception unwinds, nor lost (only if the post itself fails is it destroyed,
+  // which ends the deadline). The firing ends even then: another firing's completion
+  // may be waiting for it, and the ref must be given back.
+  void emit_and_end_firing(net::cancellation_type t) {
+    struct end_on_throw {
+      deadline_state* s;
+      ~end_on_throw() {
+        if (!s) return;
+        const net::any_io_executor ex = s->io_ex_; // s may be freed by end_firing
+        if (deferred_completion* c = s->end_firing()) post_or_destroy(c, ex, true);
+      }
+    } guard{this};
+    signal.emit(t);
+    guard.s = nullptr;
+    // The state may be gone after end_firing: only locals from then on.
+    if (deferred_completion* c = end_firing()) c->run(c, true);
   }
 
   wheel_shard* shard_;
-  net::any_io_executor io_ex_;      // where emissions run
+  net::any_io_executor io_ex_;      // where emissions run: the handler's executor
   net::cancellation_type type_;     // what they emit
   dealloc_func dealloc_;
   unsigned refs_ = 1;                       // under the lock: the initiation's, to start with
-  std::atomic<bool> emitting_{false};       // set under the lock, cleared after emit
-  std::thread::id emitter_;                 // under the lock: the emitting thread
-  deferred_completion* deferred_ = nullptr; // the emitting thread's: see defer_completion
+  unsigned firings_ = 0;                    // under the lock: firings under way (see the top)
+  deferred_completion* deferred_ = nullptr; // under the lock: the completion that waits for them
   bool done_ = false;                       // under the lock: the operation completed
   bool counted_ = false;                    // under the lock: counted in pending
 };
