@@ -8,7 +8,8 @@
 // wheel of the operation's I/O executor's context (the initiation's get_executor(),
 // else the handler's associated executor) and gives the operation a cancellation slot
 // of its own. If the operation has not completed by the deadline, that slot is emitted
-// with the cancellation type (terminal by default) on the I/O executor; when the
+// with the cancellation type (terminal by default) on the handler's associated executor
+// (its strand, say), else on the I/O executor, as Boost's own cancel_after does; when the
 // operation completes, the entry is removed in O(1) before the handler runs.
 //
 // The handler's associated executor and allocator are kept (the deadline's state is
@@ -17,7 +18,8 @@
 //
 // Thread safety: the operation may complete on any thread, also while the deadline
 // fires on another: the handler runs exactly once, an emission never starts once the
-// operation has completed and never overlaps the handler (see detail/deadline_state).
+// operation has completed and never overlaps the handler, which runs after the
+// deadline's state is freed (see detail/deadline_state).
 // A deadline refused by max_pending counts as passed (the operation is cancelled at
 // once); after the wheel's shutdown, operations run without a deadline.
 //
@@ -65,6 +67,21 @@ steady_duration to_wheel_duration(const std::chrono::duration<Rep, Period>& d) {
   return std::chrono::ceil<target>(d);
 }
 
+// The token of cancel_after's partial form: Asio's default for any_io_executor
+// (deferred, from Asio 1.30 and Boost 1.86 on), or deferred itself where the default is
+// none (void: Boost 1.81 to 1.85). Asio before 1.24 has no deferred: void there.
+#if ASIO_WHEEL_ASIO_VERSION >= 102400
+using partial_form_token =
+    std::conditional_t<std::is_void_v<net::default_completion_token_t<net::any_io_executor>>,
+                       net::deferred_t, net::default_completion_token_t<net::any_io_executor>>;
+#else
+using partial_form_token = net::default_completion_token_t<net::any_io_executor>;
+#endif
+
+// False, for a static_assert that fires only in an instantiation.
+template <class...>
+inline constexpr bool always_false = false;
+
 } // namespace detail
 
 // Argument-dependent lookup: with Boost 1.86 and later, boost::asio::cancel_after and
@@ -97,12 +114,16 @@ ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(const std::chrono::duration<Rep,
 }
 
 // The partial form, as Boost's: the operation completes with the default completion
-// token of any_io_executor (`deferred` in newer Asio).
+// token of any_io_executor, or `deferred` where Asio has no default (Boost 1.81).
 template <class Rep, class Period>
 ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_after(
     const std::chrono::duration<Rep, Period>& d,
     net::cancellation_type t = net::cancellation_type::terminal) {
-  return asio_wheel::cancel_after(d, t, net::default_completion_token_t<net::any_io_executor>());
+  static_assert(!std::is_void_v<detail::partial_form_token> || detail::always_false<Rep>,
+                "asio_wheel::cancel_after(d) without a token needs asio::deferred (Asio 1.24, "
+                "Boost 1.80): pass a completion token");
+  if constexpr (!std::is_void_v<detail::partial_form_token>)
+    return asio_wheel::cancel_after(d, t, detail::partial_form_token());
 }
 
 // Cancels the operation (type `c`) if it has not completed at time `t`.
@@ -118,6 +139,28 @@ template <class Token, class Duration>
 auto cancel_at(const std::chrono::time_point<std::chrono::steady_clock, Duration>& t,
                Token&& token) {
   return asio_wheel::cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
+}
+
+// Any other clock: an error, not a silent choice. Boost 1.86 and later have a cancel_at
+// for any clock, which argument-dependent lookup finds for a token from boost::asio;
+// after `using asio_wheel::cancel_at;` these make such a call ambiguous, and a
+// qualified call fails with the message below: it never picks Boost's in silence.
+template <class Clock, class Duration, class Token,
+          class = std::enable_if_t<!std::is_same_v<Clock, std::chrono::steady_clock>>>
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_at(const std::chrono::time_point<Clock, Duration>&,
+                                             net::cancellation_type, Token&&) {
+  static_assert(detail::always_false<Clock>,
+                "asio_wheel::cancel_at takes std::chrono::steady_clock time points (the "
+                "wheel's clock): convert the deadline, or use cancel_after");
+}
+
+template <class Clock, class Duration, class Token,
+          class = std::enable_if_t<!std::is_same_v<Clock, std::chrono::steady_clock>>>
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_at(const std::chrono::time_point<Clock, Duration>&,
+                                             Token&&) {
+  static_assert(detail::always_false<Clock>,
+                "asio_wheel::cancel_at takes std::chrono::steady_clock time points (the "
+                "wheel's clock): convert the deadline, or use cancel_after");
 }
 
 } // namespace asio_wheel

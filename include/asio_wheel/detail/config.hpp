@@ -35,6 +35,9 @@
 #include <asio/thread_pool.hpp>
 #include <asio/version.hpp>
 #include <asio/wait_traits.hpp>
+#if ASIO_VERSION >= 102400 // asio::deferred (Asio 1.24): cancel_after's partial form
+#include <asio/deferred.hpp>
+#endif
 
 #include <system_error>
 
@@ -75,6 +78,9 @@ using system_error = std::system_error;
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/version.hpp>
 #include <boost/asio/wait_traits.hpp>
+#if BOOST_ASIO_VERSION >= 102400 // asio::deferred (Boost 1.80): cancel_after's partial form
+#include <boost/asio/deferred.hpp>
+#endif
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
