@@ -503,6 +503,24 @@ BOOST_AUTO_TEST_CASE(without_an_io_executor_the_deadline_lives_where_the_handler
   BOOST_TEST((o.ec == net::error::operation_aborted));
 }
 
+// A handler bound to another context's executor: the deadline is emitted on the
+// operation's own context, whose wheel holds it (an emission queued on the other context
+// would hold this context's shard, and could outlive it). The completion still runs on
+// the handler's executor.
+BOOST_AUTO_TEST_CASE(a_handler_bound_to_another_context_is_cancelled_from_the_operations) {
+  fixture f;
+  asio_wheel_test::manual_context other;
+  outcome o;
+  asio_wheel::timer t(f.io, 1h);
+  t.async_wait(cancel_after(10ms, net::bind_executor(other.io, record(o))));
+  f.advance(10ms); // emitted here, the wait aborted, its completion sent to `other`
+  BOOST_TEST(o.calls == 0);
+  other.settle();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(f.pending() == 0u);
+}
+
 namespace {
 
 // An operation whose cancellation handler throws. It completes when the test calls

@@ -218,14 +218,20 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
 
 // Where the deadline is emitted: on the handler's associated executor (its strand,
 // say), so that the emission never overlaps the operation's own steps on it, as with
-// Boost.Asio's cancel_after; with none, on the operation's I/O executor `io_ex`.
+// Boost.Asio's cancel_after; with none, on the operation's I/O executor `io_ex`, whose
+// context holds the deadline. Also when the handler's executor belongs to another
+// context: a queued emission holds the deadline's shard, which goes with its own
+// context, and another context could keep the emission queued beyond that.
 template <class Handler>
 net::any_io_executor emission_executor(const Handler& h, net::any_io_executor&& io_ex) {
   if constexpr (std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
                                no_associated_executor>) {
     return std::move(io_ex);
   } else {
-    return net::get_associated_executor(h, io_ex);
+    net::any_io_executor bound = net::get_associated_executor(h, io_ex);
+    if (&net::query(bound, net::execution::context) != &net::query(io_ex, net::execution::context))
+      return std::move(io_ex);
+    return bound;
   }
 }
 
