@@ -358,7 +358,9 @@ private:
   // remove for every case that its inline part leaves: staged, due, never, an entry
   // alone in its chain (its slot may empty), or one of the warmed slot.
   void remove_rest(wheel_entry& e) noexcept;
-  // Ends an unfinished tick whose slots have all emptied (see the definition).
+  // After remove_rest emptied a slot: recomputes top_next_ if that slot made it, and
+  // ends an unfinished tick whose slots have all emptied (see the definition).
+  void after_slot_emptied(bool made_top_next) noexcept;
   void forget_resume_if_nothing_left() noexcept;
   // Links an unlinked entry for `deadline` (its deadline as read once).
   void place(wheel_entry& e, tick_t deadline) {
