@@ -211,7 +211,10 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
                                   no_associated_executor>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
                   "and the handler names none: bind one (bind_executor) to say "
-                  "which context's wheel holds the deadline and where it is emitted");
+                  "which context's wheel holds the deadline and where it is emitted. "
+                  "(Older Asio's adapters, such as bind_executor, redirect_error or "
+                  "as_tuple, hide the operation's executor when they wrap cancel_after: "
+                  "put them inside it, cancel_after(d, bind_executor(ex, handler)).)");
     return net::get_associated_executor(h);
   }
 }
