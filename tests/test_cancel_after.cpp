@@ -669,18 +669,21 @@ namespace {
 
 // An operation on the context's plain executor (its I/O executor) whose cancellation
 // handler completes it through the handler's associated executor (dispatch), as Asio
-// lets an operation do outside its initiating function. The cancellation handler
-// records whether it ran in `strand`.
+// lets an operation do outside its initiating function, or, with `inline_completion`,
+// by invoking the handler there and then. The cancellation handler records whether it
+// ran in `strand`.
 struct operation_dispatching_on_cancellation {
   net::io_context::executor_type io_ex;
   net::strand<net::io_context::executor_type> strand;
   bool* cancelled_in_strand;
+  bool inline_completion = false;
 
   struct initiation {
     using executor_type = net::io_context::executor_type;
     executor_type io_ex;
     net::strand<net::io_context::executor_type> strand;
     bool* cancelled_in_strand;
+    bool inline_completion;
 
     executor_type get_executor() const noexcept { return io_ex; }
 
@@ -688,10 +691,15 @@ struct operation_dispatching_on_cancellation {
     void operator()(Handler handler) const {
       auto held = std::make_shared<std::optional<Handler>>(std::move(handler));
       net::get_associated_cancellation_slot(**held).assign(
-          [held, s = strand, in = cancelled_in_strand](net::cancellation_type) {
+          [held, s = strand, in = cancelled_in_strand,
+           now = inline_completion](net::cancellation_type) {
             *in = s.running_in_this_thread();
             Handler h = std::move(**held);
             held->reset();
+            if (now) {
+              std::move(h)(net::error::operation_aborted);
+              return;
+            }
             auto ex = net::get_associated_executor(h);
             net::dispatch(ex, [h = std::move(h)]() mutable {
               std::move(h)(net::error::operation_aborted);
@@ -703,7 +711,7 @@ struct operation_dispatching_on_cancellation {
   template <class Token>
   auto async_start(Token&& token) {
     return net::async_initiate<Token, void(error_code)>(
-        initiation{io_ex, strand, cancelled_in_strand}, token);
+        initiation{io_ex, strand, cancelled_in_strand, inline_completion}, token);
   }
 };
 
@@ -769,6 +777,25 @@ BOOST_AUTO_TEST_CASE(the_deadline_is_emitted_in_the_handlers_strand) {
   BOOST_TEST(cancelled_in_strand);
   BOOST_TEST(handled_in_strand);
   BOOST_TEST(f.pending() == 0u);
+}
+
+// A handler bound to another context, its operation completing inside the emission (on
+// the operation's context): the completion, put off until the emission ends, still runs on the
+// handler's executor, not where the emission ran.
+BOOST_AUTO_TEST_CASE(a_completion_put_off_runs_on_the_handlers_own_context) {
+  fixture f;
+  asio_wheel_test::manual_context other;
+  outcome o;
+  bool cancelled_in_strand = false;
+  operation_dispatching_on_cancellation op{f.io.get_executor(), net::make_strand(f.io),
+                                           &cancelled_in_strand, true};
+  op.async_start(cancel_after(
+      10ms, net::bind_executor(other.io, [&](error_code ec) { record(o)(ec); })));
+  f.advance(10ms);
+  BOOST_TEST(o.calls == 0);
+  other.settle();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
 }
 
 // cancel_after inside cancel_after: the inner deadline reaches the operation through

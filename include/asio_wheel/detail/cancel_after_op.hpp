@@ -165,7 +165,7 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
       alloc_type alloc(op_allocator(h.get()));
       self->~deferred();
       std::allocator_traits<alloc_type>::deallocate(alloc, self, 1);
-      if (invoke) std::apply([&h](auto&&... v) { std::move(h)(std::move(v)...); }, std::move(a));
+      if (invoke) invoke_on_its_executor(std::move(h), std::move(a));
     } else {
       // A move may throw: then this object is destroyed where it is (the deadline ends
       // with its handler) and freed, and the exception leaves, unless nothing was to be
@@ -182,7 +182,24 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
         return;
       }
       destroy_and_free(self, *h);
-      if (invoke) std::apply([&h](auto&&... v) { std::move(*h)(std::move(v)...); }, std::move(*a));
+      if (invoke) invoke_on_its_executor(std::move(*h), std::move(*a));
+    }
+  }
+
+  // Invokes `h` with `a` on the handler's associated executor: inline where the firing
+  // that ran this completion ran (the handler's executor, or the I/O executor for a
+  // handler that names none), else through dispatch: a handler bound to another
+  // context, whose deadline is emitted on the operation's context.
+  static void invoke_on_its_executor(cancel_after_handler&& h, std::tuple<Args...>&& a) {
+    auto call = [](cancel_after_handler& handler, std::tuple<Args...>& args) {
+      std::apply([&handler](auto&&... v) { std::move(handler)(std::move(v)...); }, std::move(args));
+    };
+    if constexpr (std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
+                                 no_associated_executor>) {
+      call(h, a);
+    } else {
+      const auto ex = net::get_associated_executor(h.get());
+      net::dispatch(ex, [call, h = std::move(h), a = std::move(a)]() mutable { call(h, a); });
     }
   }
 
