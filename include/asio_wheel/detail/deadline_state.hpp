@@ -28,7 +28,9 @@
 // last runs it, after giving back its ref. So the user's handler always runs after the
 // state, allocated with the handler's allocator, is freed, as Asio requires of an
 // operation's memory (the handler may free that allocator's arena), never while an
-// emission runs, and in the place the firing ran: on the handler's executor.
+// emission runs, and on the handler's executor: where the firing ran, or dispatched
+// there (cancel_after_op.hpp). The one exception: when there is no memory to put the
+// completion off in, the handler runs at once and the state is freed after it.
 #ifndef ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 #define ASIO_WHEEL_DETAIL_DEADLINE_STATE_HPP
 
