@@ -17,10 +17,13 @@
 // (with jitter) and check the echo; the others send one message and then go idle. At the
 // end every idle client must have been reaped within idle_timeout + tick + allowance,
 // measured on the server from its last activity to the close, and no chatty client may
-// have been reaped. The allowance (--allowance, default 100 ms; 250 ms with --quick) is
-// scheduling slack: the single thread that runs the timers also runs thousands of
-// sockets, an expiry storm is delivered in batches of wheel_options::expiry_batch, and
-// a busy machine can deschedule the whole process.
+// have been reaped. Nor may an idle wait complete before the deadline of the connection's
+// last reset_after, unless that reset came after the wait was already due: the handler's
+// re-arm would cover for a reset_after that did nothing, so the self-test counts those
+// early wake-ups instead of trusting the re-arm. The allowance (--allowance, default
+// 100 ms; 250 ms with --quick) is scheduling slack: the single thread that runs the
+// timers also runs thousands of sockets, an expiry storm is delivered in batches of
+// wheel_options::expiry_batch, and a busy machine can deschedule the whole process.
 
 // A Boost.Asio program: left out of standalone builds (examples/CMakeLists.txt).
 // asio_wheel: requires Boost
@@ -42,11 +45,11 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace net = boost::asio;
@@ -83,7 +86,7 @@ options:
   --idle-timeout MS      close connections idle this long (default 2000)
   --tick MS              wheel resolution (default 1)
   --self-test            also run a load of clients in-process and check the reaping
-  --connections N        self-test clients (default 10000, at most 1000000; limited by
+  --connections N        self-test clients (default 10000, 1 to 1000000; limited by
                          RLIMIT_NOFILE)
   --chatty-fraction F    share of clients that keep talking (default 0.5)
   --duration MS          self-test length (default 10000)
@@ -97,7 +100,9 @@ options:
   --help                 this text
 
 Without --self-test the server runs until SIGINT or SIGTERM. Exit status of the
-self-test: 0 if every idle client was reaped in time and no chatty client was reaped.
+self-test: 0 if every idle client was reaped in time, no chatty client was reaped, and
+no idle wait completed before the deadline its connection's last reset_after set (one
+that did means reset_after did not move the wait; the server's re-arm would hide it).
 )";
 }
 
@@ -151,12 +156,19 @@ config parse_args(int argc, char** argv) {
       cfg.self_test = true;
     } else if (a == "--connections") {
       cfg.connections = parse_number(a, value(i), 1'000'000);
+      if (cfg.connections == 0) {
+        std::cerr << "idle_reaper: --connections must be at least 1\n";
+        std::exit(2);
+      }
       have_conn = true;
     } else if (a == "--chatty-fraction") {
       const char* t = value(i);
       char* end = nullptr;
       cfg.chatty_fraction = std::strtod(t, &end);
-      if (end == t || *end != '\0' || cfg.chatty_fraction < 0 || cfg.chatty_fraction > 1) {
+      // Written so that NaN fails too (every comparison with it is false): it would reach
+      // a conversion to size_t, which is undefined for NaN.
+      const double f = cfg.chatty_fraction;
+      if (end == t || *end != '\0' || !(f >= 0 && f <= 1)) {
         std::cerr << "idle_reaper: --chatty-fraction must be in [0, 1]\n";
         std::exit(2);
       }
@@ -220,19 +232,25 @@ class server {
     // close() erases from sessions_, so take them out first.
     auto all = std::move(sessions_);
     sessions_.clear();
-    for (auto& [port, s] : all) s->close(/*reaped=*/false);
+    for (auto& [peer, s] : all) s->close(/*reaped=*/false);
   }
 
   std::size_t open() const { return sessions_.size(); }
   std::uint64_t echoed_bytes() const { return echoed_bytes_; }
   std::uint64_t reaped() const { return reaped_; }
+  // Idle waits that completed with success before the deadline of the connection's last
+  // reset_after (see wait_idle): the library's defect if any, never the program's.
+  std::uint64_t early_wakeups() const { return early_wakeups_; }
+  // Waits that completed before the last reset's deadline because that reset came after
+  // the previous deadline had passed (the completion was already on its way): expected.
+  std::uint64_t raced_wakeups() const { return raced_wakeups_; }
 
-  // Server-side reap latency (last activity -> close) by client port.
-  const std::unordered_map<unsigned short, duration>& reaps() const { return reaps_; }
+  // Server-side reap latency (last activity -> close) by client endpoint.
+  const std::map<tcp::endpoint, duration>& reaps() const { return reaps_; }
 
-  // How long the connection from this client port has been idle, if it is still open.
-  bool idle_for(unsigned short client_port, duration& out) const {
-    auto it = sessions_.find(client_port);
+  // How long the connection from this client endpoint has been idle, if it is still open.
+  bool idle_for(const tcp::endpoint& client, duration& out) const {
+    auto it = sessions_.find(client);
     if (it == sessions_.end()) return false;
     out = wheel_.now() - it->second->last_activity();
     return true;
@@ -241,17 +259,18 @@ class server {
  private:
   class session : public std::enable_shared_from_this<session> {
    public:
-    session(server& owner, tcp::socket socket, unsigned short peer_port)
+    session(server& owner, tcp::socket socket, const tcp::endpoint& peer)
         : owner_(owner),
           socket_(std::move(socket)),
           idle_timer_(socket_.get_executor()),
-          peer_port_(peer_port) {}
+          peer_(peer) {}
 
     time_point last_activity() const { return last_activity_; }
 
     void start() {
       last_activity_ = owner_.wheel_.now();
-      idle_timer_.expires_at(last_activity_ + owner_.idle_timeout_);
+      deadline_ = last_activity_ + owner_.idle_timeout_;
+      idle_timer_.expires_at(deadline_);
       wait_idle();
       read();
     }
@@ -262,14 +281,16 @@ class server {
       closed_ = true;
       if (reaped) {
         auto idle = owner_.wheel_.now() - last_activity_;
-        owner_.reaps_[peer_port_] = idle;
+        owner_.reaps_[peer_] = idle;
         ++owner_.reaped_;
       }
       boost::system::error_code ignored;
       socket_.shutdown(tcp::socket::shutdown_both, ignored);
       socket_.close(ignored);
       idle_timer_.cancel();
-      owner_.sessions_.erase(peer_port_);
+      auto it = owner_.sessions_.find(peer_);
+      if (it != owner_.sessions_.end() && it->second.get() == this)
+        owner_.sessions_.erase(it);
     }
 
    private:
@@ -285,6 +306,12 @@ class server {
             // The hot path: remember the activity and move the deadline, O(1), the
             // pending wait stays where it is.
             self->last_activity_ = self->owner_.wheel_.now();
+            // Past the deadline in force, the wait may already be on its way to us with
+            // success, and no reset reaches it then (the early wake-up of the top comment).
+            if (self->last_activity_ >= self->deadline_) self->reset_late_ = true;
+            // reset_after adds the timeout to an upper bound of the clock, so the wait
+            // cannot complete before this deadline.
+            self->deadline_ = self->last_activity_ + self->owner_.idle_timeout_;
             self->idle_timer_.reset_after(self->owner_.idle_timeout_);
             self->owner_.echoed_bytes_ += n;
             net::async_write(self->socket_, net::buffer(self->buf_.data(), n),
@@ -308,12 +335,24 @@ class server {
           return;
         }
         auto& o = self->owner_;
-        auto idle = o.wheel_.now() - self->last_activity_;
+        auto now = o.wheel_.now();
+        // Before the deadline of the last reset_after: fine only if that reset came too
+        // late to reach this wait; otherwise reset_after did not move it (a library
+        // defect, which the re-arm below would otherwise hide). Counted for the self-test.
+        if (now < self->deadline_) {
+          if (self->reset_late_)
+            ++o.raced_wakeups_;
+          else
+            ++o.early_wakeups_;
+        }
+        auto idle = now - self->last_activity_;
         if (idle >= o.idle_timeout_) {
           self->close(true);
         } else {
           // Activity after the wait was already on its way: wait for the real deadline.
-          self->idle_timer_.expires_at(self->last_activity_ + o.idle_timeout_);
+          self->deadline_ = self->last_activity_ + o.idle_timeout_;
+          self->reset_late_ = false;
+          self->idle_timer_.expires_at(self->deadline_);
           self->wait_idle();
         }
       });
@@ -323,7 +362,9 @@ class server {
     tcp::socket socket_;
     asio_wheel::timer idle_timer_;
     time_point last_activity_{};
-    unsigned short peer_port_;
+    time_point deadline_{};    // last_activity_ + idle timeout, as last set
+    bool reset_late_ = false;  // a reset came after the deadline in force had passed
+    tcp::endpoint peer_;
     bool closed_ = false;
     std::array<char, 1024> buf_;
   };
@@ -335,8 +376,8 @@ class server {
         boost::system::error_code ep_ec;
         auto remote = socket.remote_endpoint(ep_ec);
         if (!ep_ec) {
-          auto s = std::make_shared<session>(*this, std::move(socket), remote.port());
-          sessions_[remote.port()] = s;
+          auto s = std::make_shared<session>(*this, std::move(socket), remote);
+          sessions_[remote] = s;
           s->start();
         }
       } else if (ec == net::error::no_descriptors) {
@@ -349,11 +390,15 @@ class server {
   asio_wheel::wheel_service& wheel_;
   tcp::acceptor acceptor_;
   milliseconds idle_timeout_;
-  // Open connections by client port (loopback: the port identifies the client).
-  std::unordered_map<unsigned short, std::shared_ptr<session>> sessions_;
-  std::unordered_map<unsigned short, duration> reaps_;
+  // Open connections by client endpoint: address and port, since every 127.0.0.0/8
+  // address is loopback and 127.0.0.1:P and 127.0.0.2:P are two clients. Two open
+  // connections to this listener never share one (their 4-tuples would be equal).
+  std::map<tcp::endpoint, std::shared_ptr<session>> sessions_;
+  std::map<tcp::endpoint, duration> reaps_;
   std::uint64_t echoed_bytes_ = 0;
   std::uint64_t reaped_ = 0;
+  std::uint64_t early_wakeups_ = 0;
+  std::uint64_t raced_wakeups_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -388,7 +433,7 @@ class load {
     bool chatty;
     tcp::socket socket;
     asio_wheel::timer send_timer;  // chatty clients: when to speak next
-    unsigned short local_port = 0;
+    tcp::endpoint local;  // the server sees this as the remote endpoint
     bool connected = false;
     bool lost = false;    // saw EOF or an error while the test was running
     bool closed = false;
@@ -419,7 +464,7 @@ class load {
           return;
         }
         boost::system::error_code ep_ec;
-        self->local_port = self->socket.local_endpoint(ep_ec).port();
+        self->local = self->socket.local_endpoint(ep_ec);
         self->connected = true;
         ++o.connected_;
         self->send();  // everyone says hello once; idle clients then fall silent
@@ -471,14 +516,14 @@ class load {
     }
 
     // Keeps the socket open (in CLOSE_WAIT) until the end of the test: that holds on to
-    // the client's port, so no later client can get it, and a port names one client.
+    // the client's port, so no later client can get it, and an endpoint names one client.
     void on_lost(boost::system::error_code ec) {
       if (!owner.stopping_) {
         lost = true;
         if (chatty) {
           ++owner.chatty_lost_;
           if (owner.chatty_lost_ <= 5)
-            std::cerr << "idle_reaper: chatty client " << local_port
+            std::cerr << "idle_reaper: chatty client " << local
                       << " lost its connection: " << ec.message() << "\n";
         } else {
           ++owner.idle_closed_seen_;
@@ -582,20 +627,20 @@ class status_printer {
 
 // Checks the self-test results; prints the summary; returns true if they hold.
 bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server& srv,
-               const load& ld, const std::unordered_map<unsigned short, duration>& reaps,
-               const std::vector<std::pair<unsigned short, duration>>& still_open_idle) {
+               const load& ld, const std::map<tcp::endpoint, duration>& reaps,
+               const std::vector<std::pair<tcp::endpoint, duration>>& still_open_idle) {
   const duration bound = cfg.idle_timeout + wheel.options().tick + cfg.allowance;
   std::size_t idle_total = 0, idle_reaped_ok = 0, idle_late = 0, idle_missed = 0,
               idle_not_due = 0, chatty_total = 0, chatty_reaped = 0;
   std::vector<duration> over;  // reap latency minus idle timeout, for the reaped idle ones
-  std::unordered_map<unsigned short, std::size_t> port_users;
+  std::map<tcp::endpoint, std::size_t> endpoint_users;
   for (auto& c : ld.clients())
-    if (c->connected) ++port_users[c->local_port];
-  std::size_t shared_ports = 0;  // would make the by-port accounting wrong
-  for (auto& [port, n] : port_users) shared_ports += n > 1;
+    if (c->connected) ++endpoint_users[c->local];
+  std::size_t shared_endpoints = 0;  // would make the by-endpoint accounting wrong
+  for (auto& [ep, n] : endpoint_users) shared_endpoints += n > 1;
   for (auto& c : ld.clients()) {
     if (!c->connected) continue;
-    auto it = reaps.find(c->local_port);
+    auto it = reaps.find(c->local);
     if (c->chatty) {
       ++chatty_total;
       if (it != reaps.end() || c->lost) ++chatty_reaped;
@@ -637,6 +682,10 @@ bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server
   std::printf("  idle clients saw EOF %zu\n", ld.idle_closed_seen());
   std::printf("  chatty clients      %zu, reaped or lost %zu\n", chatty_total, chatty_reaped);
   std::printf("  echo mismatches     %zu\n", ld.echo_mismatches());
+  std::printf("  idle waits early    %llu (before the last reset_after's deadline); %llu more "
+              "after a reset that came once the wait was due (expected)\n",
+              static_cast<unsigned long long>(srv.early_wakeups()),
+              static_cast<unsigned long long>(srv.raced_wakeups()));
   std::printf("  echoed bytes        %llu\n",
               static_cast<unsigned long long>(srv.echoed_bytes()));
   std::printf("  wheel               expired %llu, cancelled %llu, rejected %llu, "
@@ -653,12 +702,15 @@ bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server
   };
   check(ld.connect_failures() == 0 && ld.connected() == cfg.connections,
         "all clients connected");
-  check(shared_ports == 0, "every client had its own port (reap accounting is by port)");
+  check(shared_endpoints == 0,
+        "every client had its own endpoint (reap accounting is by endpoint)");
   check(idle_total == 0 || (idle_late == 0 && idle_missed == 0),
         "every idle client was reaped within idle timeout + tick + allowance");
   check(idle_total == 0 || idle_reaped_ok > 0, "at least one idle client was checked");
   check(chatty_reaped == 0, "no chatty client was reaped");
   check(ld.echo_mismatches() == 0, "every echo matched");
+  check(srv.early_wakeups() == 0,
+        "no idle wait completed before the deadline its last reset_after set");
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok;
 }
@@ -711,8 +763,8 @@ int main(int argc, char** argv) {
     ld.start();
 
     // The results are taken at the deadline, before the shutdown closes everything.
-    std::unordered_map<unsigned short, duration> reaps;
-    std::vector<std::pair<unsigned short, duration>> still_open_idle;
+    std::map<tcp::endpoint, duration> reaps;
+    std::vector<std::pair<tcp::endpoint, duration>> still_open_idle;
     asio_wheel::timer end(ctx);
     end.expires_after(cfg.duration);
     end.async_wait([&](boost::system::error_code ec) {
@@ -720,8 +772,8 @@ int main(int argc, char** argv) {
       reaps = srv.reaps();
       for (auto& c : ld.clients()) {
         duration idle{};
-        if (c->connected && !c->chatty && srv.idle_for(c->local_port, idle))
-          still_open_idle.emplace_back(c->local_port, idle);
+        if (c->connected && !c->chatty && srv.idle_for(c->local, idle))
+          still_open_idle.emplace_back(c->local, idle);
       }
       status.stop();
       ld.stop();
