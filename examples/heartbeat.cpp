@@ -9,6 +9,9 @@
 // The demo runs a server and --clients clients on loopback in one process; after
 // --mute-after one client hangs (keeps its socket open, stops pinging and answering). The
 // server must drop exactly that client, within the window derived below, and nobody else.
+// The clients connect asynchronously while the server accepts, and no peer's first
+// period starts until every client is connected and accepted: a peer that pinged while
+// its other end still waited in the listen queue would count that wait as missed beats.
 //
 // Detection window, from the mute at time m (P period, J jitter, k missed beats):
 // the first unanswered ping is sent at the first tick after m (its slot is at most m + P
@@ -29,6 +32,8 @@
 #include <asio_wheel.hpp>
 
 #include <boost/asio.hpp>
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -75,9 +80,12 @@ Peers on loopback ping each other on an asio_wheel::periodic_timer with jitter a
 a peer after k unanswered pings.
 
 modes:
-  (none)        in-process demo: a server and --clients clients; one client hangs after
-                --mute-after and must be dropped by the server, within the window
-                [k P - J - 10 ms, (k + 1) P + J + slack) after the hang, and nobody else
+  (none)        in-process demo: a server and --clients clients; once all are connected
+                the heartbeats start, one client hangs --mute-after later and must be
+                dropped by the server, within the window
+                [k P - J - 10 ms, (k + 1) P + J + slack) after the hang, and nobody else;
+                the demo gives up at --mute-after + (k + 4) P + J + slack + 1 s, which
+                must be at most 10000 days
   server        serve on 127.0.0.1 (--port, default ephemeral) until SIGINT/SIGTERM
   client        connect to 127.0.0.1:--port; hang after --mute-after if given
 
@@ -85,7 +93,10 @@ options:
   --period MS        heartbeat period P (default 100)
   --jitter MS        each beat is late by uniform [0, J) (default 20)
   --missed K         drop the peer after K unanswered pings (default 3)
-  --clients N        demo clients (default 3, at most 10000)
+  --clients N        demo clients (default 3, at most 2000: the demo runs both ends of
+                     every connection on one thread, and 2000 clients at the default
+                     period, 80000 loopback pings and pongs a second, keep it busy most
+                     of the time; it needs 2 N + 64 descriptors, RLIMIT_NOFILE)
   --mute-after MS    demo/client: hang after this long (default 1000 in the demo)
   --slack MS         demo: allowed delivery lateness + round trip (default 100)
   --port P           server: listen port; client: server port
@@ -116,6 +127,28 @@ long long parse_number(std::string_view flag, const char* text, long long max) {
 
 // A day: longer than any period or timeout here, far from the clock's limit.
 constexpr long long max_ms = 86'400'000;
+
+// Demo clients: each is two peers on the demo's one thread (see --help).
+constexpr long long max_clients = 2'000;
+
+// The demo gives up well after the detection window has closed, at
+//   --mute-after + (--missed + 4) * --period + --jitter + --slack + 1 s.
+// Computed in unsigned milliseconds, which the parser's bounds keep from wrapping (at most
+// (1'000'004 + 3) * max_ms + 1000 < 2^47), and checked against max_run_ms before the demo
+// starts: a product of the largest --missed and --period, 1'000'004 days, is far beyond
+// what steady_clock's nanoseconds hold (about 106'751 days).
+unsigned long long give_up_ms(const config& cfg) {
+  auto ms = [](milliseconds d) { return static_cast<unsigned long long>(d.count()); };
+  return ms(cfg.mute_after) + (cfg.missed + 4) * ms(cfg.period) + ms(cfg.jitter) +
+         ms(cfg.slack) + 1000;
+}
+
+// 10000 days: a bound that leaves the clock's range (and now() + it) a wide margin.
+constexpr unsigned long long max_run_ms = 10'000ULL * max_ms;
+
+milliseconds give_up_after(const config& cfg) {
+  return milliseconds(static_cast<milliseconds::rep>(give_up_ms(cfg)));
+}
 
 steady::time_point g_start = steady::now();
 
@@ -288,6 +321,18 @@ class server {
     for (auto& p : all) p->stop();
   }
 
+  // The demo's start line: until release_peers(), an accepted connection gets a peer that
+  // neither pings nor reads (its period has not started), and on_accept is told how many
+  // connections have been accepted so far.
+  void hold_peers(std::function<void(std::size_t accepted)> on_accept) {
+    hold_ = true;
+    on_accept_ = std::move(on_accept);
+  }
+  void release_peers() {
+    hold_ = false;
+    for (auto& p : peers_) p->start();  // all of them held: nothing has ended them yet
+  }
+
  private:
   // An ended peer is dropped from the list (whoever ended it still holds a reference).
   void forget(peer& p) {
@@ -306,7 +351,9 @@ class server {
         auto p = std::make_shared<peer>("server/client:" + std::to_string(port), std::move(s),
                                         cfg_, on_end_);
         peers_.push_back(p);
-        p->start();
+        if (!hold_) p->start();
+        ++accepted_;
+        if (on_accept_) on_accept_(accepted_);
       }
       accept();
     });
@@ -316,14 +363,20 @@ class server {
   tcp::acceptor acceptor_;
   peer::end_handler on_end_;
   std::vector<std::shared_ptr<peer>> peers_;
+  bool hold_ = false;
+  std::size_t accepted_ = 0;
+  std::function<void(std::size_t)> on_accept_;
 };
 
 // ---------------------------------------------------------------------------------------
 
 int run_demo(const config& cfg) {
   net::io_context ctx(1);
-  std::vector<std::shared_ptr<peer>> clients;
-  std::vector<unsigned short> client_ports;
+  // Client i's socket until it is connected, then its peer; the sockets of connected
+  // clients are left moved-from (closing one is harmless).
+  std::vector<tcp::socket> sockets;
+  std::vector<std::shared_ptr<peer>> clients(cfg.clients);
+  std::vector<unsigned short> client_ports(cfg.clients);
 
   // What happened, for the checks.
   struct drop {
@@ -333,10 +386,11 @@ int run_demo(const config& cfg) {
   std::vector<drop> drops;
   double mute_at = -1;
   bool stopping = false;
+  bool all_connected = false;
 
   asio_wheel::timer mute_timer(ctx);  // when client#0 hangs
   asio_wheel::timer end_timer(ctx);   // stop a little after the drop
-  asio_wheel::timer give_up(ctx);     // stop if no drop comes at all
+  asio_wheel::timer give_up(ctx);     // stop if the clients do not connect or no drop comes
   std::function<void()> finish;       // closes everything so that run() returns
 
   auto on_end = [&](peer& p, bool dropped) {
@@ -362,34 +416,81 @@ int run_demo(const config& cfg) {
     mute_timer.cancel();
     end_timer.cancel();
     give_up.cancel();
-    for (auto& c : clients) c->stop();
+    boost::system::error_code ignored;
+    for (auto& s : sockets) s.close(ignored);  // connects still in flight
+    for (auto& c : clients)
+      if (c) c->stop();
     srv.stop();
   };
 
-  for (std::size_t i = 0; i < cfg.clients; ++i) {
-    tcp::socket s(ctx);
-    s.connect(ep);  // loopback: completes at once; the server accepts it in run()
-    client_ports.push_back(s.local_endpoint().port());
-    auto p = std::make_shared<peer>(
-        "client#" + std::to_string(i) + ":" + std::to_string(client_ports.back()),
-        std::move(s), cfg, on_end);
-    clients.push_back(p);
-    p->start();
-  }
+  // The start line: every peer's first period begins only once the whole population is
+  // connected and accepted. Connecting 2000 clients takes a while, and a peer that
+  // started pinging early would count the time its other end was not yet accepted (or
+  // not yet started) as unanswered pings, and drop a healthy peer.
+  auto begin = [&] {
+    if (all_connected || stopping) return;
+    all_connected = true;
+    log("all %zu clients connected and accepted; heartbeats start", cfg.clients);
+    srv.release_peers();
+    for (auto& c : clients) c->start();
 
-  mute_timer.expires_after(cfg.mute_after);
-  mute_timer.async_wait([&](boost::system::error_code ec) {
-    if (ec || stopping) return;
-    mute_at = ms_since_start();
-    clients.front()->mute();
+    mute_timer.expires_after(cfg.mute_after);
+    mute_timer.async_wait([&](boost::system::error_code ec) {
+      if (ec || stopping) return;
+      mute_at = ms_since_start();
+      clients.front()->mute();
+    });
+
+    // Well after the detection window has closed (main checked it against max_run_ms).
+    give_up.expires_after(give_up_after(cfg));
+    give_up.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      log("giving up: no drop seen");
+      finish();
+    });
+  };
+
+  // Connects asynchronously while the server accepts. At most connect_window connections
+  // are connected but not yet accepted at any time, far below the listen backlog (an
+  // overflow costs a one-second SYN retry).
+  constexpr std::size_t connect_window = 256;
+  std::size_t started = 0, connected = 0, accepted = 0;
+  std::function<void()> connect_more = [&] {
+    while (!stopping && started < cfg.clients && started - accepted < connect_window) {
+      std::size_t i = started++;
+      sockets[i].async_connect(ep, [&, i](boost::system::error_code ec) {
+        if (stopping) return;
+        if (ec) {
+          log("client#%zu: connect failed: %s", i, ec.message().c_str());
+          finish();
+          return;
+        }
+        boost::system::error_code ep_ec;
+        client_ports[i] = sockets[i].local_endpoint(ep_ec).port();
+        clients[i] = std::make_shared<peer>(
+            "client#" + std::to_string(i) + ":" + std::to_string(client_ports[i]),
+            std::move(sockets[i]), cfg, on_end);
+        if (++connected == cfg.clients && accepted == cfg.clients) begin();
+      });
+    }
+  };
+  srv.hold_peers([&](std::size_t n) {
+    accepted = n;
+    if (stopping) return;
+    if (connected == cfg.clients && accepted == cfg.clients) begin();
+    connect_more();
   });
 
-  // Well after the detection window has closed.
-  give_up.expires_after(cfg.mute_after + (cfg.missed + 4) * cfg.period + cfg.jitter +
-                        cfg.slack + 1s);
+  sockets.reserve(cfg.clients);
+  for (std::size_t i = 0; i < cfg.clients; ++i) sockets.emplace_back(ctx);
+  connect_more();
+
+  // The connection phase gets its own limit, whatever the heartbeat settings.
+  give_up.expires_after(30s);
   give_up.async_wait([&](boost::system::error_code ec) {
-    if (ec) return;
-    log("giving up: no drop seen");
+    if (ec || all_connected) return;
+    log("giving up: %zu of %zu clients connected, %zu accepted", connected, cfg.clients,
+        accepted);
     finish();
   });
 
@@ -409,6 +510,7 @@ int run_demo(const config& cfg) {
     ok = ok && cond;
   };
   std::printf("\nchecks\n");
+  check(all_connected, "all " + std::to_string(cfg.clients) + " clients connected");
   check(mute_at >= 0, "client#0 hung");
   check(drops.size() == 1, "exactly one drop (" + std::to_string(drops.size()) + " seen)");
   if (!drops.empty()) {
@@ -474,6 +576,21 @@ int run_client(const config& cfg) {
 
 }  // namespace
 
+// Both ends of every demo connection are in this process: two descriptors per client, plus
+// a reserve for stdio, epoll, the acceptor and eventfds. Raises the soft RLIMIT_NOFILE to
+// that if need be; returns false (with the limits in rl) if the hard limit is too low.
+bool fit_descriptor_limit(std::size_t clients, rlimit& rl, rlim_t& need) {
+  need = static_cast<rlim_t>(2 * clients + 64);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return true;  // cannot tell: try
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return true;
+  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+    rlimit want = rl;
+    want.rlim_cur = need;
+    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   config cfg;
   std::string_view mode;
@@ -503,7 +620,7 @@ int main(int argc, char** argv) {
     } else if (a == "--missed") {
       cfg.missed = static_cast<std::uint64_t>(parse_number(a, value(), 1'000'000));
     } else if (a == "--clients") {
-      cfg.clients = static_cast<std::size_t>(parse_number(a, value(), 10'000));
+      cfg.clients = static_cast<std::size_t>(parse_number(a, value(), max_clients));
     } else if (a == "--mute-after") {
       cfg.mute_after = milliseconds(parse_number(a, value(), max_ms));
       have_mute = true;
@@ -524,6 +641,12 @@ int main(int argc, char** argv) {
     std::cerr << "heartbeat: need --period > 0, --missed >= 1 and --jitter < --period\n";
     return 2;
   }
+  if (mode.empty() && give_up_ms(cfg) > max_run_ms) {
+    std::cerr << "heartbeat: the demo would run too long: --mute-after + (--missed + 4) * "
+                 "--period + --jitter + --slack + 1000 ms must be at most "
+              << max_run_ms << " ms (10000 days); it is " << give_up_ms(cfg) << " ms\n";
+    return 2;
+  }
   try {
     if (mode == "server") return run_server(cfg);
     if (mode == "client") {
@@ -532,6 +655,15 @@ int main(int argc, char** argv) {
     }
     if (cfg.clients == 0) {
       std::cerr << "heartbeat: the demo needs at least one client\n";
+      return 2;
+    }
+    rlimit rl{};
+    rlim_t need = 0;
+    if (!fit_descriptor_limit(cfg.clients, rl, need)) {
+      std::cerr << "heartbeat: --clients " << cfg.clients << " needs " << need
+                << " descriptors (two per client: both ends are in this process), and "
+                   "RLIMIT_NOFILE allows "
+                << rl.rlim_cur << " (hard limit " << rl.rlim_max << ")\n";
       return 2;
     }
     int rc = run_demo(cfg);

@@ -88,10 +88,14 @@ run http_server --self-test --stream beast
 rejects idle_reaper --seed --seed 4294967296
 rejects idle_reaper --tick --tick 10000000000000
 rejects idle_reaper --port --port 99999999999999999999999
+rejects idle_reaper --chatty-fraction --chatty-fraction nan
+rejects idle_reaper --connections --quick --connections 0
 rejects request_deadline --deadline server --deadline 9223372036854775807
 rejects request_deadline --requests client --port 1 --requests 5,99999999999
 rejects heartbeat --period --period 86400001
 rejects heartbeat --port --port 65536
+rejects heartbeat --missed --self-test --missed 200000 --period 86400000 --jitter 0
+rejects heartbeat --clients --clients 10000
 rejects order_expiry --random --random 99999999999999999999
 rejects order_expiry --seed --seed 4294967296
 rejects http_server --port --port 70000
