@@ -156,11 +156,9 @@ ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_at(const std::chrono::time_point<Clock
 
 template <class Clock, class Duration, class Token,
           class = std::enable_if_t<!std::is_same_v<Clock, std::chrono::steady_clock>>>
-ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_at(const std::chrono::time_point<Clock, Duration>&,
-                                             Token&&) {
-  static_assert(detail::always_false<Clock>,
-                "asio_wheel::cancel_at takes std::chrono::steady_clock time points (the "
-                "wheel's clock): convert the deadline, or use cancel_after");
+ASIO_WHEEL_PREFERRED_OVERLOAD auto cancel_at(const std::chrono::time_point<Clock, Duration>& t,
+                                             Token&& token) {
+  return asio_wheel::cancel_at(t, net::cancellation_type::terminal, std::forward<Token>(token));
 }
 
 } // namespace asio_wheel

@@ -194,8 +194,7 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
     auto call = [](cancel_after_handler& handler, std::tuple<Args...>& args) {
       std::apply([&handler](auto&&... v) { std::move(handler)(std::move(v)...); }, std::move(args));
     };
-    if constexpr (std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
-                                 no_associated_executor>) {
+    if constexpr (!names_an_executor_v<Handler>) {
       call(h, a);
     } else {
       const auto ex = net::get_associated_executor(h.get());
@@ -224,8 +223,7 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
   if constexpr (has_get_executor<const Initiation>::value) {
     return init.get_executor();
   } else {
-    static_assert(!std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
-                                  no_associated_executor>,
+    static_assert(names_an_executor_v<Handler>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
                   "and the handler names none: bind one (bind_executor) to say "
                   "which context's wheel holds the deadline and where it is emitted. "
@@ -244,8 +242,7 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
 // context, and another context could keep the emission queued beyond that.
 template <class Handler>
 net::any_io_executor emission_executor(const Handler& h, net::any_io_executor&& io_ex) {
-  if constexpr (std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
-                               no_associated_executor>) {
+  if constexpr (!names_an_executor_v<Handler>) {
     return std::move(io_ex);
   } else {
     net::any_io_executor bound = net::get_associated_executor(h, io_ex);

@@ -390,6 +390,12 @@ struct op_type {
 // Stands in for "no associated executor" when asking a handler for one.
 struct no_associated_executor {};
 
+// Whether a handler names an executor of its own, rather than taking the one it is given.
+template <class Handler>
+inline constexpr bool names_an_executor_v =
+    !std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
+                    no_associated_executor>;
+
 // Creates the operation for `handler`, to wait on `owner`, choosing inline delivery or
 // dispatch by the handler's associated executor (defaulting to `io_ex`). The op goes
 // into `inline_buffer` (the owner's, inline_op_bytes long, or null if none is free)
@@ -413,8 +419,7 @@ Base* make_handler_op(Handler&& handler, wheel_shard& shard, wait_list& owner,
   };
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.
-  if constexpr (std::is_same_v<net::associated_executor_t<handler_t, no_associated_executor>,
-                               no_associated_executor>)
+  if constexpr (!names_an_executor_v<handler_t>)
     return create(io_ex);
   else
     return create(net::get_associated_executor(handler, io_ex));
