@@ -1,5 +1,6 @@
 // The cold paths of op_memory (detail/op_memory.hpp): the process-wide depot, a thread's
 // first use of its cache and its exit.
+#include <asio_wheel/detail/cold.hpp>
 #include <asio_wheel/detail/op_memory.hpp>
 
 #include <array>
@@ -134,20 +135,14 @@ bool op_thread_cache::spill(std::size_t c) noexcept {
 
 // The paths past a list's ends, out of line (a cold section) and tail-called from the
 // inline hot paths, which thus keep nothing live across a call.
-#if defined(__GNUC__)
-#define ASIO_WHEEL_OP_MEMORY_COLD __attribute__((noinline, cold))
-#else
-#define ASIO_WHEEL_OP_MEMORY_COLD
-#endif
-
-ASIO_WHEEL_OP_MEMORY_COLD void* op_thread_cache::allocate_cold(std::size_t c) {
+ASIO_WHEEL_COLD void* op_thread_cache::allocate_cold(std::size_t c) {
   op_thread_cache& cache = this_thread_op_cache;
   // Here the list is empty: the hot path found it so, or the cache was unborn.
   if ((cache.alive() || cache.make_alive()) && cache.refill(c)) return cache.take(c);
   return ::operator new((c + 1) * op_memory_class_bytes);
 }
 
-ASIO_WHEEL_OP_MEMORY_COLD void op_thread_cache::deallocate_cold(void* p, std::size_t c) noexcept {
+ASIO_WHEEL_COLD void op_thread_cache::deallocate_cold(void* p, std::size_t c) noexcept {
   op_thread_cache& cache = this_thread_op_cache;
   // Here the list is full (the hot path found it so), or empty if the cache was unborn.
   if (cache.alive() || cache.make_alive()) {
@@ -156,8 +151,6 @@ ASIO_WHEEL_OP_MEMORY_COLD void op_thread_cache::deallocate_cold(void* p, std::si
   }
   ::operator delete(p);
 }
-
-#undef ASIO_WHEEL_OP_MEMORY_COLD
 
 std::size_t op_memory_depot_blocks(std::size_t size) noexcept {
   if (size == 0 || size > op_memory_max_block) return 0;

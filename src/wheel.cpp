@@ -1,4 +1,5 @@
 #include <asio_wheel/detail/bits.hpp>
+#include <asio_wheel/detail/cold.hpp>
 #include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/wheel.hpp>
 
@@ -171,13 +172,7 @@ void wheel::forget_resume_if_nothing_left() noexcept {
 
 // Out of line and cold: inlined, it made remove_rest save registers on every path (W1's
 // cancels come through it: 3 to 7 instructions each), for a rare case.
-#if defined(__GNUC__)
-#define ASIO_WHEEL_WHEEL_COLD __attribute__((noinline, cold))
-#else
-#define ASIO_WHEEL_WHEEL_COLD
-#endif
-
-ASIO_WHEEL_WHEEL_COLD void wheel::after_slot_emptied(bool made_top_next) noexcept {
+ASIO_WHEEL_COLD void wheel::after_slot_emptied(bool made_top_next) noexcept {
   if (made_top_next) recompute_top_next();
   if (resume_level_ != no_resume) forget_resume_if_nothing_left();
 }

@@ -41,7 +41,6 @@
 
 #include <asio_wheel/detail/config.hpp>
 
-#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstddef>
@@ -367,7 +366,8 @@ private:
   }
 
   wheel_shard* shard_;
-  net::any_io_executor io_ex_;      // where emissions run: the handler's executor
+  net::any_io_executor io_ex_;      // where emissions run: the handler's associated executor,
+                                    // or the operation's I/O executor (emission_executor)
   net::cancellation_type type_;     // what they emit
   dealloc_func dealloc_;
   unsigned refs_ = 1;                       // under the lock: the initiation's, to start with
