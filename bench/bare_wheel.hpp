@@ -50,9 +50,10 @@
 //           and the neighbours are known only once the node has been read. This is
 //           cancel's floor: the wheel's remove is that unlink plus checks of the node's
 //           own fields.
-//   unlink_where_floor  the same, each entry's `where` written too: the four stores
-//           that a wheel's cancel cannot do without (the neighbours' links, the
-//           entry's, and where it is), with none of its checks. A store waits in the
+//   unlink_where_floor  the same, each entry's `where` written too: the three stores
+//           that a wheel's cancel cannot do without (the neighbours' links, and where
+//           the entry is; its own links are left as they were, see list_hook), with
+//           none of its checks. A store waits in the
 //           core's store buffer, in order, until its line arrives, so each one after
 //           the neighbours' leaves room for fewer cancels in flight (see wheel::remove):
 //           this row and unlink_floor show what that one store costs here.

@@ -50,49 +50,46 @@ private:
 
 // ---- list: circular, doubly linked, with a sentinel ----
 
-// The links of a list node. Unlinked: both null. A node destroyed while linked unlinks
-// itself first, so a list never points at freed memory.
+// The links of a list node. They mean something only while the node is in a list, and
+// its owner keeps track of whether it is (the wheel: wheel_entry::where): a node that
+// leaves a list keeps its old links. Clearing them was a fourth store in a cancel of a
+// cold entry, and a cancel's stores wait in the core's store buffer, in order, until
+// their lines arrive (the entry's and its two neighbours'): a store fewer leaves room
+// for more cancels in flight (see wheel::remove). The same in every build, so that a
+// debug program's inline code and a release library agree on what a node holds.
+//
+// So no node unlinks itself when destroyed: its owner takes it out of its list first
+// (the wheel asserts so), and a list's sentinel goes with its list.
 class list_hook {
 public:
   list_hook() noexcept = default;
   list_hook(const list_hook&) = delete;
   list_hook& operator=(const list_hook&) = delete;
-  ~list_hook() {
-    if (is_linked()) unlink();
-  }
 
-  bool is_linked() const noexcept { return next_ != nullptr; }
   // Whether this linked node is the only one in its list (both links are the sentinel).
-  bool alone() const noexcept { return is_linked() && prev_ == next_; }
+  bool alone() const noexcept { return prev_ == next_; }
   list_hook* next() const noexcept { return next_; }
 
-  // Takes the node out of whatever list holds it. O(1).
+  // Takes this linked node out of its list. O(1): two stores, both to its neighbours.
   void unlink() noexcept {
-    assert(is_linked());
     prev_->next_ = next_;
     next_->prev_ = prev_;
-    prev_ = next_ = nullptr;
   }
 
   // This node leaves a chain that intrusive_list::take_all took out of its list, and
   // returns the node after it (null after `last`, the chain's last node). The chain is
-  // walked this way from its first node, and nothing else touches it meanwhile; the
-  // node's neighbours are not written, since they leave the chain themselves.
+  // walked this way from its first node, and nothing else touches it meanwhile. Nothing
+  // is written: the neighbours leave the chain themselves.
   list_hook* leave_chain(const list_hook* last) noexcept {
-    assert(is_linked());
-    list_hook* after = this == last ? nullptr : next_;
-    prev_ = next_ = nullptr;
-    return after;
+    return this == last ? nullptr : next_;
   }
 
   // `to` (unlinked) takes this node's place in its list; this node leaves it.
   void replace_with(list_hook& to) noexcept {
-    assert(is_linked() && !to.is_linked());
     to.prev_ = prev_;
     to.next_ = next_;
     prev_->next_ = &to;
     next_->prev_ = &to;
-    prev_ = next_ = nullptr;
   }
 
 private:
@@ -103,7 +100,6 @@ private:
 
   // Links this (unlinked) node in before `pos`.
   void link_before(list_hook& pos) noexcept {
-    assert(!is_linked());
     prev_ = pos.prev_;
     next_ = &pos;
     pos.prev_->next_ = this;
