@@ -142,6 +142,29 @@ BOOST_AUTO_TEST_CASE(a_plain_handler_never_runs_inside_the_first_objects_strand)
   BOOST_TEST(in_strand == 1);
 }
 
+// The same for a first executor that is a strand of a strand, which the any_io_executor
+// of a timer erases to a type the shard did not look for: before, the shard took it as
+// it was, and each step, with every plain handler run inline in it, ran inside that
+// connection's strand.
+BOOST_AUTO_TEST_CASE(a_plain_handler_never_runs_inside_a_first_strand_of_a_strand) {
+  fixture f;
+  auto inner = asio::make_strand(f.io);
+  asio::strand<decltype(inner)> first_strand(inner);
+  asio_wheel::timer first(first_strand, 1ms); // type-erased: any_io_executor
+  asio_wheel::timer plain(f.io, 1ms);
+  int in_strand = 0, plain_calls = 0, plain_inside = 0;
+  first.async_wait([&](error_code) { in_strand += first_strand.running_in_this_thread(); });
+  plain.async_wait([&](error_code ec) {
+    BOOST_TEST(!ec);
+    ++plain_calls;
+    plain_inside += first_strand.running_in_this_thread() + inner.running_in_this_thread();
+  });
+  f.advance(1ms);
+  BOOST_TEST(plain_calls == 1);
+  BOOST_TEST(plain_inside == 0);
+  BOOST_TEST(in_strand == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_bound_executor_is_where_the_handler_runs) {
   fixture f;
   auto s = asio::make_strand(f.io);

@@ -14,9 +14,13 @@
 //   - a strand: the executor it wraps, recursively;
 //   - any_io_executor (whose context is only known as execution_context&): its target,
 //     after dropping tracked work and other preferences, when that is one of the
-//     above over io_context or thread_pool;
-//   - otherwise (a user's executor type inside an any_io_executor): that executor with
-//     work untracked, the one case where steps run on an executor of the user's.
+//     above over io_context or thread_pool: their executors, a strand of one, a strand
+//     of such a strand, or a strand of an any_io_executor (recursively);
+//   - otherwise (a user's executor type inside an any_io_executor, or one of Asio's
+//     with an allocator of the user's): that executor with work untracked, the one
+//     case where steps run on an executor of the user's. execution_context is not
+//     polymorphic, so nothing else tells an io_context behind it; the README says to
+//     build the first I/O object of such a context from the context or a plain strand.
 #ifndef ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
 #define ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
 
@@ -84,6 +88,8 @@ inline net::any_io_executor context_executor_of_erased(
       context_executor_of_target<pool_executor>(plain, out) ||
       context_executor_of_target<net::strand<io_executor>>(plain, out) ||
       context_executor_of_target<net::strand<pool_executor>>(plain, out) ||
+      context_executor_of_target<net::strand<net::strand<io_executor>>>(plain, out) ||
+      context_executor_of_target<net::strand<net::strand<pool_executor>>>(plain, out) ||
       context_executor_of_target<net::strand<net::any_io_executor>>(plain, out))
     return out;
   return plain;
