@@ -484,6 +484,40 @@ BOOST_AUTO_TEST_CASE(a_second_operation_of_one_direction_fails_and_a_zero_byte_o
   BOOST_TEST(first.n == 3u);
 }
 
+// A zero-byte operation takes no direction, whether or not one is in flight: an SSL
+// stream issues one (an empty write) and then its real read. Before, the zero-byte read
+// went to the next layer as the direction's operation, and the read after it failed
+// with already_started.
+BOOST_AUTO_TEST_CASE(a_zero_byte_operation_leaves_its_direction_free) {
+  fixture f;
+  f.s.expires_after(1s);
+  outcome empty_read, empty_write, real;
+  f.s.async_read_some(asio::mutable_buffer(), empty_read.handler());
+  f.s.async_write_some(asio::const_buffer(), empty_write.handler());
+  f.read(real);
+  BOOST_TEST(empty_read.calls == 0); // never inside the initiating function
+  f.settle();
+  BOOST_TEST(empty_read.calls == 1);
+  BOOST_TEST(!empty_read.ec);
+  BOOST_TEST(empty_write.calls == 1);
+  BOOST_TEST(!empty_write.ec);
+  BOOST_TEST(real.calls == 0);
+  asio::write(f.peer, asio::buffer("abc", 3));
+  f.settle();
+  BOOST_TEST(real.calls == 1);
+  BOOST_TEST(!real.ec);
+  BOOST_TEST(real.n == 3u);
+  // Once the stream has timed out, a zero-byte operation reports it as any other does.
+  outcome late_real, late_empty;
+  f.read(late_real);
+  f.advance(1s);
+  f.s.async_read_some(asio::mutable_buffer(), late_empty.handler());
+  f.settle();
+  BOOST_TEST(late_real.ec == timeout);
+  BOOST_TEST(late_empty.calls == 1);
+  BOOST_TEST(late_empty.ec == timeout);
+}
+
 // ---- races between a completion and the deadline (scripted next layer) ----
 
 // The deadline's wait is handed over to the strand, and the read's completion is queued
@@ -814,6 +848,32 @@ BOOST_AUTO_TEST_CASE(constructs_from_executor_context_or_a_socket_and_moves) {
   moved.async_read_some(asio::buffer(f.in), late.handler());
   f.advance(10ms);
   BOOST_TEST(late.ec == timeout);
+}
+
+// An operation in flight when its stream is moved goes on with the next layer, without
+// a deadline: the moved-from stream's deadline would close only what is left in it.
+// Before, that deadline still passed for the read, closed nothing, and the read, which
+// then got its data, reported timeout.
+BOOST_AUTO_TEST_CASE(an_operation_in_flight_across_a_move_loses_its_deadline_not_its_data) {
+  fixture f;
+  f.s.expires_after(10ms);
+  outcome o;
+  f.read(o);
+  local_stream moved(std::move(f.s));
+  f.advance(20ms);
+  BOOST_TEST(o.calls == 0);
+  BOOST_TEST(moved.socket().is_open());
+  BOOST_TEST(f.pending() == 0u); // the moved-from stream's wait is gone
+  asio::write(f.peer, asio::buffer("hi", 2));
+  f.settle();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST(!o.ec);
+  BOOST_TEST(o.n == 2u);
+  // The expiry moved over: the next read on the new stream times out at once.
+  outcome next;
+  moved.async_read_some(asio::buffer(f.in), next.handler());
+  f.settle();
+  BOOST_TEST(next.ec == timeout);
 }
 
 // rebind_executor and the converting move: what as_default_on needs (it did not compile).

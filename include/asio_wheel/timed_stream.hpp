@@ -25,8 +25,13 @@
 //   layer's operation, so emitting it cancels that one operation (terminal, partial or
 //   total, as the next layer supports) and not the other direction.
 // - One read and one write may be in flight at a time. A second one of the same
-//   direction completes with net::error::already_started; a zero-byte one completes at
-//   once with success (SSL streams issue those), both as if by post.
+//   direction completes with net::error::already_started. A zero-byte operation never
+//   reaches the next layer and takes no direction: it completes at once with success
+//   (SSL streams issue those beside their real reads and writes), or with timeout once
+//   the stream timed out. Both as if by post.
+// - A deadline the wheel refuses (the service's max_pending reached) cannot be kept, so
+//   it counts as passed: the operation times out, as a refused cancel_after deadline
+//   cancels its operation.
 // - Handlers are never invoked inside the initiating function; they run on their
 //   associated executor (default: the stream's), and their associated allocator and
 //   other characteristics go to the next layer's operation. Any completion token.
@@ -215,6 +220,7 @@ private:
                                             std::move(other.state_->next_layer()))) {
     state_->take_expiry_of(*other.state_);
     other.state_->set_expiry(other.state_->never());
+    other.state_->forget_deadlines();
   }
 
   // The initiation object, with the I/O executor that adapters (cancel_after,

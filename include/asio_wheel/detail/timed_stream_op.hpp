@@ -55,8 +55,7 @@ private:
 };
 
 // An operation completed without reaching the next layer (timeout, already_started, a
-// zero-byte operation while one is in flight): posted, so never inside the initiating
-// function.
+// zero-byte operation): posted, so never inside the initiating function.
 template <class Handler>
 class immediate_completion {
 public:
@@ -76,23 +75,27 @@ private:
 template <stream_direction Direction, class State, class Handler, class Buffers>
 void start_stream_op(const std::shared_ptr<State>& sp, Handler&& handler, const Buffers& buffers) {
   State& state = *sp;
+  auto complete_now = [&](error_code ec) {
+    net::post(state.get_executor(),
+              immediate_completion<std::decay_t<Handler>>(std::forward<Handler>(handler), ec));
+  };
+  // A zero-byte operation completes at once, with success (or timeout, once the stream
+  // timed out), and takes no direction: an SSL stream issues one (an empty write) and
+  // then the read or write it is there for, which must find its direction free. A
+  // socket completes them at once too.
+  if (net::buffer_size(buffers) == 0) {
+    complete_now(state.times_out_now() ? error_code(error::timeout) : error_code());
+    return;
+  }
   switch (state.begin(Direction)) {
   case begin_result::go:
     break;
   case begin_result::timed_out:
-    net::post(state.get_executor(), immediate_completion<std::decay_t<Handler>>(
-                                        std::forward<Handler>(handler), error::timeout));
+    complete_now(error::timeout);
     return;
-  case begin_result::busy: {
-    // A zero-byte operation while one of its direction is in flight completes at
-    // once with success (an SSL stream issues those); any other is the caller's error.
-    const error_code ec = net::buffer_size(buffers) == 0
-                              ? error_code()
-                              : error_code(net::error::already_started);
-    net::post(state.get_executor(),
-              immediate_completion<std::decay_t<Handler>>(std::forward<Handler>(handler), ec));
+  case begin_result::busy:
+    complete_now(net::error::already_started); // the caller's error
     return;
-  }
   }
   try {
     timed_stream_handler<std::decay_t<Handler>, State> wrapped(std::forward<Handler>(handler), sp,

@@ -241,11 +241,7 @@ public:
   begin_result begin(stream_direction d) {
     direction& dir = dirs_[index(d)];
     if (dir.pending) return begin_result::busy;
-    if (timed_out_) return begin_result::timed_out;
-    if (expiry_ != never() && expiry_ <= service_->now()) {
-      time_out();
-      return begin_result::timed_out;
-    }
+    if (times_out_now()) return begin_result::timed_out;
     dir.pending = true;
     dir.timed_out = false;
     dir.deadline = expiry_;
@@ -258,6 +254,25 @@ public:
       }
     }
     return begin_result::go;
+  }
+
+  // Whether an operation started now fails with timeout: the stream timed out, or its
+  // expiry has passed, which times it out now (as an operation in flight would be).
+  bool times_out_now() {
+    if (timed_out_) return true;
+    if (expiry_ == never() || expiry_ > service_->now()) return false;
+    time_out();
+    return true;
+  }
+
+  // A move took the next layer away: the operations still in flight on it go on
+  // without a deadline, since a timeout here would close only what is left in this
+  // state, not what they run on, and they would report a timeout that never cut them
+  // short. One already timed out before the move still reports it (the layer it ran
+  // on was closed).
+  void forget_deadlines() noexcept {
+    for (direction& dir : dirs_) dir.deadline = never();
+    if (wait_pending_) cancel_wait();
   }
 
   // The next layer refused an operation begin() let through (it threw).
