@@ -7,7 +7,7 @@
 // several pending takes are served in the order they were started, and a take started
 // after elements expired completes as if by post, never inside async_take.
 //
-// Keys: copyable, comparable handles carrying a generation and the queue's identity.
+// Keys: copyable, comparable handles carrying the push's number and the queue's identity.
 // A key whose element was taken or erased, or that comes from another queue (even a
 // destroyed one), is stale: erase and reset return false for it, never undefined.
 //
@@ -84,16 +84,16 @@ public:
   public:
     key() noexcept = default;
 
-    // Equal when they name the same push; ordered by queue, node and generation (a
+    // Equal when they name the same push; ordered by queue, node and push (a
     // total order, so keys can be map keys; it says nothing about expiry).
     friend bool operator==(const key& a, const key& b) noexcept {
-      return a.queue_ == b.queue_ && a.node_ == b.node_ && a.generation_ == b.generation_;
+      return a.queue_ == b.queue_ && a.node_ == b.node_ && a.seq_ == b.seq_;
     }
     friend bool operator!=(const key& a, const key& b) noexcept { return !(a == b); }
     friend bool operator<(const key& a, const key& b) noexcept {
       if (a.queue_ != b.queue_) return a.queue_ < b.queue_;
       if (a.node_ != b.node_) return std::less<node*>()(a.node_, b.node_);
-      return a.generation_ < b.generation_;
+      return a.seq_ < b.seq_;
     }
     friend bool operator>(const key& a, const key& b) noexcept { return b < a; }
     friend bool operator<=(const key& a, const key& b) noexcept { return !(b < a); }
@@ -101,11 +101,11 @@ public:
 
   private:
     friend class basic_delay_queue;
-    key(node* n, std::uint32_t generation, std::uint64_t queue) noexcept
-        : node_(n), generation_(generation), queue_(queue) {}
+    key(node* n, std::uint64_t seq, std::uint64_t queue) noexcept
+        : node_(n), seq_(seq), queue_(queue) {}
 
     node* node_ = nullptr;      // dereferenced only when queue_ names the queue at hand
-    std::uint32_t generation_ = 0;
+    std::uint64_t seq_ = 0;     // the push's number in its queue (never reused)
     std::uint64_t queue_ = 0;   // queue identities start at 1
   };
 
@@ -160,7 +160,8 @@ public:
     // Added, whatever the executor does: a step or an arming it cannot take now comes
     // with the next call that needs one.
     shard.schedule_nothrow_locked(*n, expiry);
-    return key(n, n->generation, state_.id);
+    state_.after_schedule_locked(*n);
+    return key(n, n->seq, state_.id);
   }
 
   // Removes the element and destroys it; false if the key is stale.
@@ -196,6 +197,7 @@ public:
     }
     n->expiry = expiry;
     shard.schedule_nothrow_locked(*n, expiry); // as in push
+    state_.after_schedule_locked(*n);
     return true;
   }
 
@@ -245,7 +247,7 @@ private:
 
   // The live node `k` names, or nullptr if the key is stale (lock held).
   node* find_locked(const key& k) const noexcept {
-    return k.queue_ == state_.id ? state_.find_locked(k.node_, k.generation_) : nullptr;
+    return k.queue_ == state_.id ? state_.find_locked(k.node_, k.seq_) : nullptr;
   }
 
   executor_type executor_;

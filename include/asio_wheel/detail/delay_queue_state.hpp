@@ -37,8 +37,11 @@ struct delay_queue_state;
 
 // One element. Allocated by push when no recycled node is free, and only freed with
 // the queue (or, if it is leaving then, by whoever moves its value out): a key's node
-// pointer therefore never dangles while its queue lives, and `generation` (bumped each
-// time the element is taken or erased) tells a stale key.
+// pointer therefore never dangles while its queue lives, and `seq`, the number of the
+// push that put the element in the node, tells a stale key: a node's next push gets
+// another number. A 64-bit count: before, a 32-bit generation bumped at each take
+// wrapped after 2^32 reuses of one node (12 hours of a queue that holds one element at
+// a time, at 100k pushes a second), and an old key named the new element.
 template <class T>
 struct delay_node : due_entry {
   // leaving: taken or erased, on neither list nor the free list, its value still here
@@ -49,8 +52,7 @@ struct delay_node : due_entry {
   std::uint64_t expired_place = 0; // where in the expired queue, while expired
   std::optional<T> value;       // the element; moved-from once taken or erased
   steady_time expiry{};
-  std::uint64_t seq = 0;        // push order, for ties
-  std::uint32_t generation = 0;
+  std::uint64_t seq = 0;        // the push's number: push order, for ties, and the keys'
   state_type state = state_type::free;
   delay_node* next_free = nullptr;
   delay_node* next_all = nullptr;
@@ -323,15 +325,17 @@ struct delay_queue_state : due_entry {
   std::uint64_t next_seq = 0;
 
   // Admits `op` (an async_take). Served at once, as if by post, when elements have
-  // expired, no take is ahead in line and the wheel's tick is finished (else a later
-  // element of the tick could still come due: dispatch_soon_locked): then it never
-  // counts as pending.
+  // expired, no take is ahead in line, the wheel's tick is finished (else a later
+  // element of the tick could still come due: dispatch_soon_locked) and nothing waits
+  // in the due list (an element pushed or reset with its delay passed, which may
+  // expire before the expired queue's front, or one the wheel just made due): then it
+  // never counts as pending.
   // If it throws (a post on a user's executor), `op` is destroyed and the queue is as
   // it was.
   void start_take(take_op<T>& op) {
     auto guard = shard->lock();
     if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked() &&
-        !shard->tick_unfinished_locked()) {
+        !shard->tick_unfinished_locked() && !shard->has_due_locked()) {
       try {
         shard->post_step_locked(); // first: if it throws, the element stays queued
       } catch (...) {
@@ -352,11 +356,11 @@ struct delay_queue_state : due_entry {
     }
   }
 
-  // The live node (n, generation) names, or nullptr if that is stale (lock held).
-  node* find_locked(node* n, std::uint32_t generation) const noexcept {
+  // The live node (n, seq) names, or nullptr if that is stale (lock held).
+  node* find_locked(node* n, std::uint64_t seq) const noexcept {
     if (!n) return nullptr;
     const bool live = n->state == node_state::scheduled || n->state == node_state::expired;
-    return n->generation == generation && live ? n : nullptr;
+    return n->seq == seq && live ? n : nullptr;
   }
 
   // Takes a live node off the wheel or out of the expired queue (lock held).
@@ -377,12 +381,22 @@ struct delay_queue_state : due_entry {
     if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
   }
 
+  // Node `n` was just scheduled (push, reset). If its delay had passed, it waits in the
+  // due list behind whatever was due before it: the dispatch step too, if that was
+  // queued there, which would then hand out expired elements that `n` may precede. So
+  // the step goes behind `n` again (lock held). Never throws: if the driver cannot be
+  // told, the step stays linked and runs late, as schedule_nothrow_locked says.
+  void after_schedule_locked(const node& n) noexcept {
+    if (!n.is_due() || !linked() || !is_due()) return;
+    shard->unschedule_locked(*this);
+    shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
+  }
+
   // A live node's element is taken or erased: keys to it go stale, and the node, off
   // both lists already, is leaving until recycled (lock held).
   void take_out_locked(node& n) noexcept {
     assert(n.state != node_state::free && n.state != node_state::leaving && !n.linked());
     n.state = node_state::leaving;
-    ++n.generation;
     --size;
   }
 
