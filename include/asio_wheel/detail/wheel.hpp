@@ -206,8 +206,8 @@ public:
   // W11 cancel at 1M on an AMD EPYC VM, six turns each, median of the per-turn minimums:
   // 28.8 ns out of line with a count (six stores), 26.0 inline (five), 21.0 without the
   // count (four); has_slotted() says why no count is needed. The entry's own links are
-  // not cleared either (see list_hook): three stores, 20.3-21.2 ns against 23.1-24.1
-  // for four, taking turns in one session.
+  // not cleared either (see list_hook): three stores, 21.7 ns against 23.1 for four
+  // (five turns each in one session, two hours apart; minimums 20.3-23.5 and 22.8-24.1).
   void remove(wheel_entry& e) noexcept {
     if (e.in_slot() && e.where != warm_index_ && !e.alone()) {
       e.unlink();
