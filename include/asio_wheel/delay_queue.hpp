@@ -153,14 +153,11 @@ public:
     // An expiry never allocates. If this throws, nothing is added: the node is only
     // lost to reuse until the queue is destroyed.
     state_.expired.reserve(state_.size + 1);
-    n->expiry = expiry;
     n->seq = state_.next_seq++;
-    n->state = node_state::scheduled;
     ++state_.size;
     // Added, whatever the executor does: a step or an arming it cannot take now comes
     // with the next call that needs one.
-    shard.schedule_nothrow_locked(*n, expiry);
-    state_.after_schedule_locked(*n);
+    state_.place_locked(*n, expiry);
     return key(n, n->seq, state_.id);
   }
 
@@ -191,13 +188,11 @@ public:
     auto guard = shard.lock();
     node* n = find_locked(k);
     if (!n) return false;
-    if (n->state == node_state::expired) {
-      state_.expired.erase(*n);
-      n->state = node_state::scheduled;
-    }
-    n->expiry = expiry;
-    shard.schedule_nothrow_locked(*n, expiry); // as in push
-    state_.after_schedule_locked(*n);
+    // Out of the expired queue, or off the wheel if it goes straight back in; a
+    // scheduled element staying on the wheel moves there (the lazy rule: O(1)).
+    if (n->state == node_state::expired || shard.due_at_once_locked(expiry))
+      state_.unlink_locked(*n);
+    state_.place_locked(*n, expiry); // as in push
     return true;
   }
 

@@ -325,17 +325,15 @@ struct delay_queue_state : due_entry {
   std::uint64_t next_seq = 0;
 
   // Admits `op` (an async_take). Served at once, as if by post, when elements have
-  // expired, no take is ahead in line, the wheel's tick is finished (else a later
-  // element of the tick could still come due: dispatch_soon_locked) and nothing waits
-  // in the due list (an element pushed or reset with its delay passed, which may
-  // expire before the expired queue's front, or one the wheel just made due): then it
-  // never counts as pending.
+  // expired, no take is ahead in line and the wheel's tick is finished (else a later
+  // element of the tick could still come due: dispatch_soon_locked): then it never
+  // counts as pending.
   // If it throws (a post on a user's executor), `op` is destroyed and the queue is as
   // it was.
   void start_take(take_op<T>& op) {
     auto guard = shard->lock();
     if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked() &&
-        !shard->tick_unfinished_locked() && !shard->has_due_locked()) {
+        !shard->tick_unfinished_locked()) {
       try {
         shard->post_step_locked(); // first: if it throws, the element stays queued
       } catch (...) {
@@ -381,15 +379,23 @@ struct delay_queue_state : due_entry {
     if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
   }
 
-  // Node `n` was just scheduled (push, reset). If its delay had passed, it waits in the
-  // due list behind whatever was due before it: the dispatch step too, if that was
-  // queued there, which would then hand out expired elements that `n` may precede. So
-  // the step goes behind `n` again (lock held). Never throws: if the driver cannot be
-  // told, the step stays linked and runs late, as schedule_nothrow_locked says.
-  void after_schedule_locked(const node& n) noexcept {
-    if (!n.is_due() || !linked() || !is_due()) return;
-    shard->unschedule_locked(*this);
-    shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
+  // Puts `n` (off the wheel) in place for `expiry`, by push or reset (lock held). An
+  // expiry whose tick the wheel has reached (a delay that has passed) goes straight into
+  // the expired queue, at its place by (expiry, push order), as a step would put it:
+  // were it left in the wheel's due list until then, a take served at once, or a
+  // dispatch step queued before it, would hand out an element that it precedes. Never
+  // throws: if the driver cannot be told, the entry stays and comes due late.
+  void place_locked(node& n, steady_time expiry) noexcept {
+    n.expiry = expiry;
+    if (!shard->due_at_once_locked(expiry)) {
+      n.state = node_state::scheduled;
+      shard->schedule_nothrow_locked(n, expiry);
+      return;
+    }
+    n.state = node_state::expired;
+    expired.push(n); // room reserved by push
+    if (!takers.ops.empty() && !linked())
+      shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
   }
 
   // A live node's element is taken or erased: keys to it go stale, and the node, off
