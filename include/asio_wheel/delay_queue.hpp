@@ -5,7 +5,9 @@
 // and reset act on it through the key in O(1). When the delay has passed the element
 // expires: async_take completes with the earliest expired element (ties in push order),
 // several pending takes are served in the order they were started, and a take started
-// after elements expired completes as if by post, never inside async_take.
+// after elements expired completes as if by post, never inside async_take. An element
+// pushed or reset with its delay passed (its tick reached; expiries round up to the
+// wheel's tick) has expired at once, at its place among the expired.
 //
 // Keys: copyable, comparable handles carrying the push's number and the queue's identity.
 // A key whose element was taken or erased, or that comes from another queue (even a
