@@ -638,9 +638,8 @@ private:
 // One delay_queue<int> (created and destroyed by the harness) whose elements are the
 // values 0, 1, 2 ... in push order, and its async_takes. At a poll the queue expires
 // what is due, then hands expired elements to the takes in line: earliest expiry first,
-// ties in push order. An element pushed or reset with its delay passed (its tick
-// reached) has expired at once. A take started when none is in line and an element has
-// expired gets it at once (completes as if by post). Takes complete exactly once, in the order
+// ties in push order. A take started when none is in line and an element has expired
+// gets it at once (completes as if by post). Takes complete exactly once, in the order
 // started, never before their element's expiry; aborted ones with operation_aborted and
 // the value 0.
 class delay_queue : checked {
@@ -668,7 +667,6 @@ public:
     elem& e = elems_[v];
     e.expiry = time_.from_now(d);
     e.due = time_.due_tick(e.expiry);
-    e.expired = e.due <= time_.current_tick(); // a passed delay: expired at once
     return v;
   }
   // Whether the element with this value is in the queue (-1: a default-constructed key).
@@ -688,9 +686,9 @@ public:
     const bool live = contains(v);
     if (live) {
       elem& e = elems_.at(v);
+      e.expired = false;
       e.expiry = time_.from_now(d);
       e.due = time_.due_tick(e.expiry);
-      e.expired = e.due <= time_.current_tick(); // as in push
     }
     return live;
   }

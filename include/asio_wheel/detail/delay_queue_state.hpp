@@ -379,25 +379,6 @@ struct delay_queue_state : due_entry {
     if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
   }
 
-  // Puts `n` (off the wheel) in place for `expiry`, by push or reset (lock held). An
-  // expiry whose tick the wheel has reached (a delay that has passed) goes straight into
-  // the expired queue, at its place by (expiry, push order), as a step would put it:
-  // were it left in the wheel's due list until then, a take served at once, or a
-  // dispatch step queued before it, would hand out an element that it precedes. Never
-  // throws: if the driver cannot be told, the entry stays and comes due late.
-  void place_locked(node& n, steady_time expiry) noexcept {
-    n.expiry = expiry;
-    if (!shard->due_at_once_locked(expiry)) {
-      n.state = node_state::scheduled;
-      shard->schedule_nothrow_locked(n, expiry);
-      return;
-    }
-    n.state = node_state::expired;
-    expired.push(n); // room reserved by push
-    if (!takers.ops.empty() && !linked())
-      shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
-  }
-
   // A live node's element is taken or erased: keys to it go stale, and the node, off
   // both lists already, is leaving until recycled (lock held).
   void take_out_locked(node& n) noexcept {

@@ -290,10 +290,6 @@ public:
   }
   // Whether entries due at the wheel's tick may still come due (wheel::tick_unfinished).
   bool tick_unfinished_locked() const noexcept { return wheel_.tick_unfinished(); }
-  // Whether an entry scheduled now for t would be due at once (its tick reached).
-  bool due_at_once_locked(steady_time t) const noexcept {
-    return clock_.to_tick(t) <= wheel_.now();
-  }
   // schedule_locked for an owner that has nothing to undo, or cannot let an exception
   // out: if the driver cannot be told (a post or an arm that throws on a user's
   // executor; on an io_context neither can), `e` stays linked all the same and comes
