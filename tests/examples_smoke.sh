@@ -92,6 +92,8 @@ rejects idle_reaper --chatty-fraction --chatty-fraction nan
 rejects idle_reaper --connections --quick --connections 0
 rejects request_deadline --deadline server --deadline 9223372036854775807
 rejects request_deadline --requests client --port 1 --requests 5,99999999999
+rejects request_deadline --max-line server --max-line 14
+rejects request_deadline --max-line server --max-line 1048577
 rejects heartbeat --period --period 86400001
 rejects heartbeat --port --port 65536
 rejects heartbeat --missed --self-test --missed 200000 --period 86400000 --jitter 0
