@@ -109,6 +109,8 @@ rejects heartbeat --port --port 65536
 rejects heartbeat --missed --self-test --missed 200000 --period 86400000 --jitter 0
 rejects heartbeat --clients --clients 10000
 rejects order_expiry --random --random 99999999999999999999
+# One past what a run may hold in memory (about 600 bytes an order, within 1 GiB).
+rejects order_expiry --random --random 1789570
 rejects order_expiry --seed --seed 4294967296
 rejects http_server --port --port 70000
 
