@@ -11,6 +11,13 @@
 // - write: each response, at most --write-timeout (default 10 s).
 // Requests already buffered (pipelined) are served without an idle wait.
 //
+// A request the parser refuses is answered, then the connection closed (where the next
+// request would start is unknown): 431 Request Header Fields Too Large past a header of
+// 16 KiB, 413 Payload Too Large past a body of 1 MiB, 400 Bad Request for one that is
+// malformed. The server then stops sending and reads what the client still sends, for at
+// most --read-timeout and 1 MiB, before it closes: closing with unread bytes would reset
+// the connection, and a reset can throw away the answer before the client reads it.
+//
 //   http_server [--stream wheel|beast] [--port P] [--threads N] [--idle D] ...
 //   http_server --self-test [--stream wheel|beast]
 //
@@ -20,9 +27,11 @@
 // order), requests with a body (by length and chunked) and HEAD (the length, no body),
 // idle reaping (connections idle after a request and connections that never
 // send are closed; the server never closes one before its idle time, measured on the
-// server's clock), and a slow header (cut off by the read deadline, not earlier, and
-// counted as a read timeout). Upper bounds on wall-clock time are generous (5 s of
-// slack), lower bounds follow from causality only, so a busy machine does not fail it.
+// server's clock), a slow header (cut off by the read deadline, not earlier, and counted
+// as a read timeout), and bad requests (a malformed one, a header and a body over the
+// limits: each answered 400, 431 or 413, then closed). Upper bounds on wall-clock time
+// are generous (5 s of slack), lower bounds follow from causality only, so a busy machine
+// does not fail it.
 //
 // A Boost.Beast program: left out of standalone builds (examples/CMakeLists.txt).
 // asio_wheel: requires Boost
@@ -100,17 +109,23 @@ options:
   --write-timeout D      deadline of a response (default 10s)
   --tick D               the wheel's resolution (default 1ms; wheel only)
   --self-test            run the server in-process against its own loopback clients and
-                         check keep-alive, pipelining, idle reaping and a slow header;
+                         check keep-alive, pipelining, idle reaping, a slow header and
+                         the answers to bad requests;
                          --idle defaults to 200ms and --read-timeout to 600ms there
   --help                 this text
 
 Durations: a number with a unit, ms or s (200ms, 30s, 1.5s); a bare number is seconds.
 
+A request header is at most 16 KiB and a body at most 1 MiB. A request over either, or
+malformed, is answered 431 Request Header Fields Too Large, 413 Payload Too Large or
+400 Bad Request with "Connection: close", and the connection is then closed.
+
 The server prints "listening on ADDRESS:PORT" once it accepts, and runs until SIGINT or
 SIGTERM; it then prints one line of counters:
   connections, requests, idle_closed, read_timeouts, write_timeouts, peer_closed,
-  errors, idle_late_max_ms and idle_late_avg_ms (how long after its idle deadline each
-  idle connection was closed), idle_early (closed before its idle time: always 0).
+  errors, bad_requests (refused and answered 400, 413 or 431), idle_late_max_ms and
+  idle_late_avg_ms (how long after its idle deadline each idle connection was closed),
+  idle_early (closed before its idle time: always 0).
 Exit status of the self-test: 0 if every check passed.
 )";
 }
@@ -219,6 +234,7 @@ struct server_stats {
   std::atomic<std::uint64_t> write_timeouts{0};
   std::atomic<std::uint64_t> peer_closed{0};
   std::atomic<std::uint64_t> errors{0};
+  std::atomic<std::uint64_t> bad_requests{0};      // refused by the parser, answered 4xx
   std::atomic<std::uint64_t> idle_early{0};        // closed before its idle time: a bug
   std::atomic<std::int64_t> idle_late_max_ns{0};   // worst delay past the idle deadline
   std::atomic<std::int64_t> idle_late_sum_ns{0};
@@ -241,8 +257,8 @@ struct server_stats {
     const auto sum = idle_late_sum_ns.load();
     std::fprintf(out,
                  "http_server: connections=%llu requests=%llu idle_closed=%llu read_timeouts=%llu "
-                 "write_timeouts=%llu peer_closed=%llu errors=%llu idle_late_max_ms=%.3f "
-                 "idle_late_avg_ms=%.3f idle_early=%llu\n",
+                 "write_timeouts=%llu peer_closed=%llu errors=%llu bad_requests=%llu "
+                 "idle_late_max_ms=%.3f idle_late_avg_ms=%.3f idle_early=%llu\n",
                  static_cast<unsigned long long>(connections.load()),
                  static_cast<unsigned long long>(requests.load()),
                  static_cast<unsigned long long>(idle),
@@ -250,6 +266,7 @@ struct server_stats {
                  static_cast<unsigned long long>(write_timeouts.load()),
                  static_cast<unsigned long long>(peer_closed.load()),
                  static_cast<unsigned long long>(errors.load()),
+                 static_cast<unsigned long long>(bad_requests.load()),
                  static_cast<double>(idle_late_max_ns.load()) / 1e6,
                  idle > idle_early.load() ? static_cast<double>(sum) / 1e6 /
                                                 static_cast<double>(idle - idle_early.load())
@@ -262,6 +279,42 @@ struct server_stats {
 bool is_timeout(const error_code& ec) {
   return ec == asio_wheel::error::timeout || ec == beast::error::timeout;
 }
+
+// The limits on a request, given to the parser; past them it fails with
+// http::error::header_limit or http::error::body_limit.
+constexpr std::uint32_t header_limit = 16 * 1024;
+constexpr std::uint64_t body_limit = 1024 * 1024;
+
+// The answer to a request the parser refused: what the client sent is at fault. Empty
+// for the other read errors (the peer closing, mid-request or not, a socket error, a
+// timeout), where there is nobody to answer or nothing the client could fix.
+std::optional<http::status> status_for_refused(const error_code& ec) {
+  if (ec.category() != http::make_error_code(http::error::bad_method).category()) return {};
+  switch (static_cast<http::error>(ec.value())) {
+    case http::error::header_limit:
+      return http::status::request_header_fields_too_large;
+    case http::error::body_limit:
+      return http::status::payload_too_large;
+    case http::error::bad_line_ending:
+    case http::error::bad_method:
+    case http::error::bad_target:
+    case http::error::bad_version:
+    case http::error::bad_field:
+    case http::error::bad_value:
+    case http::error::bad_content_length:
+    case http::error::bad_transfer_encoding:
+    case http::error::bad_chunk:
+    case http::error::bad_chunk_extension:
+    case http::error::bad_obs_fold:
+    case http::error::multiple_content_length:
+      return http::status::bad_request;
+    default:
+      return {};
+  }
+}
+
+// What a refused request's connection reads and drops, at most, before it closes.
+constexpr std::size_t drain_limit = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // One connection. Stream is asio_wheel::timed_stream or beast::tcp_stream: both have
@@ -311,8 +364,8 @@ private:
   void read_request() {
     stream_.expires_after(cfg_.read_timeout);
     parser_.emplace();
-    parser_->header_limit(16 * 1024);
-    parser_->body_limit(1024 * 1024);
+    parser_->header_limit(header_limit);
+    parser_->body_limit(body_limit);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](error_code ec, std::size_t) {
                        self->on_request(ec);
@@ -325,6 +378,9 @@ private:
         stats_.read_timeouts.fetch_add(1, std::memory_order_relaxed);
       } else if (ec == http::error::end_of_stream) {
         stats_.peer_closed.fetch_add(1, std::memory_order_relaxed);
+      } else if (const auto status = status_for_refused(ec)) {
+        stats_.bad_requests.fetch_add(1, std::memory_order_relaxed);
+        refuse(*status);
       } else {
         stats_.errors.fetch_add(1, std::memory_order_relaxed);
       }
@@ -369,6 +425,55 @@ private:
     wait_for_request();
   }
 
+  // Answers a request the parser refused, then closes: the parser cannot say where the
+  // next request would start. HTTP/1.1: the request's own version may be unknown.
+  void refuse(http::status status) {
+    parser_.reset();
+    response_.emplace(status, 11);
+    response_->set(http::field::server, "asio_wheel-http_server");
+    response_->set(http::field::content_type, "text/plain");
+    response_->body() = std::string(http::obsolete_reason(status)) + "\n";
+    response_->keep_alive(false);
+    response_->prepare_payload();
+    stream_.expires_after(cfg_.write_timeout);
+    http::async_write(stream_, *response_,
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                        self->on_refused(ec);
+                      });
+  }
+
+  // The client may still be sending the rest of what was refused. Closing with unread
+  // bytes would send a reset, which can throw away the answer at the client before it is
+  // read (RFC 9112, 9.6: tear-down); so stop sending, and read and drop what comes until
+  // the client closes too, for at most read_timeout and drain_limit bytes.
+  void on_refused(error_code ec) {
+    response_.reset();
+    if (ec) {
+      if (is_timeout(ec)) {
+        stats_.write_timeouts.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        stats_.errors.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.consume(buffer_.size());
+    drained_ = 0;
+    stream_.expires_after(cfg_.read_timeout);
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(buffer_.prepare(16 * 1024),
+                            [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                              // The client's EOF, the deadline or an error: close now.
+                              if (ec) return;
+                              self->drained_ += n;
+                              if (self->drained_ < drain_limit) self->drain();
+                            });
+  }
+
   Stream stream_;
   const config& cfg_;
   server_stats& stats_;
@@ -377,6 +482,7 @@ private:
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> response_;
   clock_type::time_point idle_since_{};
+  std::size_t drained_ = 0;  // bytes read and dropped after a refused request
 };
 
 // ---------------------------------------------------------------------------------------
@@ -598,6 +704,49 @@ struct self_test {
                 static_cast<double>(stats.idle_late_max_ns.load()) / 1e6);
   }
 
+  // Sends a request the server must refuse; true if the answer has `want` status and
+  // "Connection: close", and the server closes the connection after it (once this side
+  // has stopped sending, as a client does once it has its answer).
+  bool refused(const std::string& req, http::status want) {
+    tcp::socket s = connect();
+    net::write(s, net::buffer(req));
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    error_code ec;
+    http::read(s, buf, res, ec);
+    if (ec) {
+      std::printf("  no answer: %s\n", ec.message().c_str());
+      return false;
+    }
+    std::printf("  answer: %u %s\n", res.result_int(), std::string(res.reason()).c_str());
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    return res.result() == want && !res.keep_alive() && wait_closed(s);
+  }
+
+  void bad_requests() {
+    std::printf("bad requests: malformed, header over %u bytes, body over %llu bytes\n",
+                header_limit, static_cast<unsigned long long>(body_limit));
+    const auto before = stats.bad_requests.load();
+    check(refused("GET /bad HTTP/1.1\r\nHost: self-test\r\nno colon here\r\n\r\n"s,
+                  http::status::bad_request),
+          "a malformed header line: 400, then closed");
+    check(refused("GET /big HTTP/1.1\r\nHost: self-test\r\nX-Big: "s +
+                      std::string(header_limit + 4096, 'a') + "\r\n\r\n",
+                  http::status::request_header_fields_too_large),
+          "a header over the limit: 431, then closed");
+    // Part of the body follows the header: the server has it unread when it answers.
+    check(refused("POST /big HTTP/1.1\r\nHost: self-test\r\nContent-Length: "s +
+                      std::to_string(body_limit + 1) + "\r\n\r\n" +
+                      std::string(64 * 1024, 'b'),
+                  http::status::payload_too_large),
+          "a body over the limit: 413, then closed");
+    const auto deadline = clock_type::now() + 10s;
+    while (stats.bad_requests.load() - before < 3 && clock_type::now() < deadline) {
+      std::this_thread::yield();
+    }
+    check(stats.bad_requests.load() - before == 3, "counted as bad requests");
+  }
+
   void slow_header() {
     std::printf("slow header: one byte every 20 ms, never ending (read timeout %.0f ms)\n",
                 to_ms(cfg.read_timeout));
@@ -661,6 +810,7 @@ int run_self_test(const config& cfg) {
   t.keep_alive();
   t.pipelined();
   t.bodies_and_head();
+  t.bad_requests();
   t.idle();
   t.slow_header();
 

@@ -13,7 +13,9 @@
 //   idle_reaper --self-test [--quick] [options]        serve and load it, then check
 //
 // Self-test: the same process (one io_context, one thread) opens --connections loopback
-// clients. A --chatty-fraction of them send a small message about every idle_timeout/4
+// clients, all from 127.0.0.1 to the one server port: each needs a local port of its own,
+// so there can be no more of them than the kernel's ephemeral port range holds (28232 by
+// default on Linux). A --chatty-fraction of them send a small message about every idle_timeout/4
 // (with jitter) and check the echo; the others send one message and then go idle. At the
 // end every idle client must have been reaped within idle_timeout + tick + allowance,
 // measured on the server from its last activity to the close, and no chatty client may
@@ -43,10 +45,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -86,8 +90,13 @@ options:
   --idle-timeout MS      close connections idle this long (default 2000)
   --tick MS              wheel resolution (default 1)
   --self-test            also run a load of clients in-process and check the reaping
-  --connections N        self-test clients (default 10000, 1 to 1000000; limited by
-                         RLIMIT_NOFILE)
+  --connections N        self-test clients (default 10000). All connect from 127.0.0.1
+                         to the one server port, so each needs a local port of its
+                         own: N is at most the size of the ephemeral port range
+                         (/proc/sys/net/ipv4/ip_local_port_range; 32768-60999, 28232
+                         ports, by default), less the ports bound there (the server's
+                         own with --port 0, other programs' listeners). Also limited
+                         by RLIMIT_NOFILE (two descriptors a connection)
   --chatty-fraction F    share of clients that keep talking (default 0.5)
   --duration MS          self-test length (default 10000)
   --allowance MS         scheduling slack allowed on top of idle timeout + one tick
@@ -128,6 +137,24 @@ unsigned long long parse_number(std::string_view flag, const char* text,
 // A day: longer than any self-test or timeout here, far from the clock's limit.
 constexpr unsigned long long max_ms = 86'400'000;
 
+// No more local ports exist than this, whatever the ephemeral range.
+constexpr unsigned long long max_connections = 65'535;
+
+// The ephemeral port range, from which each self-test client's connect takes its local
+// port: all clients connect from 127.0.0.1 to one server port, so no two can share one.
+struct port_range {
+  unsigned long long low = 0, high = 0;
+  unsigned long long size() const { return high - low + 1; }
+};
+
+// Linux's range; empty where it cannot be read (then only max_connections applies).
+std::optional<port_range> ephemeral_port_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  port_range r;
+  if (in >> r.low >> r.high && r.low <= r.high) return r;
+  return std::nullopt;
+}
+
 config parse_args(int argc, char** argv) {
   config cfg;
   bool quick = false;
@@ -155,7 +182,7 @@ config parse_args(int argc, char** argv) {
     } else if (a == "--self-test") {
       cfg.self_test = true;
     } else if (a == "--connections") {
-      cfg.connections = parse_number(a, value(i), 1'000'000);
+      cfg.connections = parse_number(a, value(i), max_connections);
       if (cfg.connections == 0) {
         std::cerr << "idle_reaper: --connections must be at least 1\n";
         std::exit(2);
@@ -194,6 +221,16 @@ config parse_args(int argc, char** argv) {
     if (!have_idle) cfg.idle_timeout = 300ms;
     if (!have_dur) cfg.duration = 2000ms;
     if (!have_allow) cfg.allowance = 250ms;
+  }
+  if (cfg.self_test) {
+    if (auto ports = ephemeral_port_range(); ports && cfg.connections > ports->size()) {
+      std::cerr << "idle_reaper: --connections " << cfg.connections << " is more than the "
+                << ports->size() << " local ports of the ephemeral range (" << ports->low
+                << "-" << ports->high
+                << ", /proc/sys/net/ipv4/ip_local_port_range): every client connects from "
+                   "127.0.0.1 to the one server port, so each needs a port of its own\n";
+      std::exit(2);
+    }
   }
   if (cfg.idle_timeout < 4ms) {
     std::cerr << "idle_reaper: --idle-timeout must be at least 4 ms\n";

@@ -13,7 +13,12 @@
 //                     async_read_until on the socket); after a miss the stream is out of
 //                     step, so it closes the connection and reconnects for the next request
 //
-//   request_deadline server [--port P] [--deadline MS] [--idle MS]
+// A request line is at most --max-line bytes: the server buffers no more than that for a
+// line that has not ended, so a client that never sends a newline cannot grow its memory,
+// with or without --idle (the idle deadline limits time, not bytes). A longer line is
+// answered "error: ..." and the connection closed.
+//
+//   request_deadline server [--port P] [--deadline MS] [--idle MS] [--max-line BYTES]
 //   request_deadline client --port P [--client-deadline MS] [--requests 20,900,...]
 //   request_deadline --self-test
 
@@ -44,6 +49,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace net = boost::asio;
@@ -69,13 +75,17 @@ modes:
                         (default 250; 0 = no deadline)
     --idle MS           close connections that send no request for this long
                         (default 5000; 0 = never)
+    --max-line BYTES    longest request line, newline included (default 1024, 15 to
+                        1048576); a longer one is answered "error: ..." and the
+                        connection closed. Applies with or without --idle
   client          send requests to a server on 127.0.0.1 and print the outcomes
     --port P            server port (required)
     --client-deadline MS  wait at most this long for each reply (default 1000; 0 = forever)
     --requests LIST     comma-separated sleep times in ms (default 20,900,10,1500,30)
   --self-test     run servers and clients in this process and check that fast requests
-                  succeed, slow ones time out at the server or at the client, and an idle
-                  connection is closed by the server; exit status 0 if all hold
+                  succeed, slow ones time out at the server or at the client, an idle
+                  connection is closed by the server, and a line over --max-line is
+                  refused without an idle deadline; exit status 0 if all hold
   --help          this text
 )";
 }
@@ -83,6 +93,15 @@ modes:
 // A day: longer than any deadline or request here, far from the clock's limit (a larger
 // count of milliseconds would overflow as the clock's nanoseconds).
 constexpr long long max_ms = 86'400'000;
+
+// The longest request the protocol has, newline included: "sleep 86400000\n". A cap on
+// the line below this would refuse good requests.
+constexpr std::size_t longest_request = sizeof("sleep 86400000\n") - 1;
+static_assert(max_ms == 86'400'000, "longest_request spells out max_ms");
+// The default cap on a request line, and the largest one allowed: room for any request
+// and some slack for a client's mistakes, while a connection holds at most this much.
+constexpr std::size_t default_max_line = 1024;
+constexpr long long max_max_line = 1024 * 1024;
 
 // Parses a non-negative integer argument no larger than max, or exits with a message.
 long long parse_ms(std::string_view flag, std::string_view text, long long max = max_ms) {
@@ -112,6 +131,7 @@ struct server_config {
   unsigned short port = 0;
   milliseconds deadline = 250ms;  // 0: none
   milliseconds idle = 5000ms;     // 0: none
+  std::size_t max_line = default_max_line;  // bytes buffered for one request line, at most
   bool verbose = true;
 };
 
@@ -171,18 +191,40 @@ class server {
     std::string buf;
     for (;;) {
       std::size_t n = 0;
+      bool line_too_long = false;
       try {
+        // The buffer may not grow past max_line: a line with no newline by then ends the
+        // read with not_found, whatever the idle deadline (without one, nothing else would
+        // stop a client from filling the server's memory).
+        auto line = net::dynamic_buffer(buf, cfg_.max_line);
         // Deadline on a socket read: a connection that sends no request in time is closed.
         if (cfg_.idle > 0ms)
-          n = co_await net::async_read_until(c->socket, net::dynamic_buffer(buf), '\n',
+          n = co_await net::async_read_until(c->socket, line, '\n',
                                              asio_wheel::cancel_after(cfg_.idle, use_awaitable));
         else
-          n = co_await net::async_read_until(c->socket, net::dynamic_buffer(buf), '\n',
-                                             use_awaitable);
+          n = co_await net::async_read_until(c->socket, line, '\n', use_awaitable);
       } catch (const boost::system::system_error& e) {
-        if (e.code() == net::error::operation_aborted && c->socket.is_open() && cfg_.verbose)
-          std::printf("server: no request for %lld ms, closing the connection\n",
-                      static_cast<long long>(cfg_.idle.count()));
+        if (e.code() == net::error::not_found) {
+          line_too_long = true;  // answered below: no co_await inside a handler
+        } else {
+          if (e.code() == net::error::operation_aborted && c->socket.is_open() && cfg_.verbose)
+            std::printf("server: no request for %lld ms, closing the connection\n",
+                        static_cast<long long>(cfg_.idle.count()));
+          c->close();
+          co_return;
+        }
+      }
+      if (line_too_long) {
+        // The rest of the line cannot be told from the next request, so the connection
+        // cannot go on: say why, then close it.
+        if (cfg_.verbose)
+          std::printf("server: request line over %zu bytes, closing the connection\n",
+                      cfg_.max_line);
+        const std::string reply =
+            "error: request line longer than " + std::to_string(cfg_.max_line) + " bytes\n";
+        boost::system::error_code ignored;
+        co_await net::async_write(c->socket, net::buffer(reply),
+                                  net::redirect_error(use_awaitable, ignored));
         c->close();
         co_return;
       }
@@ -343,6 +385,30 @@ awaitable<std::vector<std::string>> raw_requests(tcp::endpoint ep,
   co_return replies;
 }
 
+// Sends `size` bytes with no newline, a line the server's cap cuts off when `size` is the
+// cap, and returns the server's reply line ("" if none came within `wait`) and whether
+// the server then closed the connection (within `wait` again).
+awaitable<std::pair<std::string, bool>> overlong_line(tcp::endpoint ep, std::size_t size,
+                                                      milliseconds wait) {
+  auto ex = co_await net::this_coro::executor;
+  tcp::socket sock(ex);
+  co_await sock.async_connect(ep, use_awaitable);
+  const std::string line(size, 'x');
+  co_await net::async_write(sock, net::buffer(line), use_awaitable);
+  std::string buf;
+  boost::system::error_code ec;
+  const std::size_t n = co_await net::async_read_until(
+      sock, net::dynamic_buffer(buf), '\n',
+      asio_wheel::cancel_after(wait, net::redirect_error(use_awaitable, ec)));
+  if (ec) co_return std::pair<std::string, bool>{"", false};
+  std::string reply = buf.substr(0, n - 1);
+  buf.erase(0, n);
+  char c;
+  co_await sock.async_read_some(
+      net::buffer(&c, 1), asio_wheel::cancel_after(wait, net::redirect_error(use_awaitable, ec)));
+  co_return std::pair<std::string, bool>{reply, buf.empty() && ec == net::error::eof};
+}
+
 std::vector<long long> parse_list(std::string_view text) {
   std::vector<long long> out;
   std::size_t pos = 0;
@@ -366,12 +432,16 @@ int self_test() {
   const std::vector<long long> mix = {10, 700, 20, 1000, 5};
 
   net::io_context ctx(1);
-  server with_deadline(ctx, {0, server_deadline, idle, true});
-  server without_deadline(ctx, {0, 0ms, idle, true});
+  server with_deadline(ctx, {0, server_deadline, idle, default_max_line, true});
+  server without_deadline(ctx, {0, 0ms, idle, default_max_line, true});
+  // No idle deadline: only the line cap keeps a line with no newline from growing.
+  server without_idle(ctx, {0, server_deadline, 0ms, default_max_line, true});
   with_deadline.start();
   without_deadline.start();
+  without_idle.start();
   auto ep_a = tcp::endpoint(net::ip::address_v4::loopback(), with_deadline.port());
   auto ep_b = tcp::endpoint(net::ip::address_v4::loopback(), without_deadline.port());
+  auto ep_c = tcp::endpoint(net::ip::address_v4::loopback(), without_idle.port());
 
   // A number past what milliseconds can hold as the clock's nanoseconds, one past the
   // server's limit, none at all, and a good request on the same connection after them.
@@ -379,6 +449,8 @@ int self_test() {
                                               "sleep", "sleep 5"};
   std::vector<result> server_side, client_side;
   std::vector<std::string> bad_replies;
+  std::vector<std::string> at_cap_replies;
+  std::pair<std::string, bool> overlong{"", false};
   double idle_closed_after = -1;
   net::co_spawn(
       ctx,
@@ -399,8 +471,21 @@ int self_test() {
         idle_closed_after = co_await idle_probe(ep_a);
         std::printf("client: idle connection closed by the server after %.1f ms\n",
                     idle_closed_after);
+              // A request of exactly the cap, newline included ("sleep 000...05"), is served.
+        const std::vector<std::string> at_cap = {
+            "sleep " + std::string(default_max_line - 8, '0') + "5"};
+        std::printf("== a request of %zu bytes, newline included, then one with no newline "
+                    "by %zu bytes, server without an idle deadline\n",
+                    default_max_line, default_max_line);
+        at_cap_replies = co_await raw_requests(ep_c, at_cap);
+        std::printf("client: 'sleep 0...05' -> '%s'\n",
+                    at_cap_replies.empty() ? "" : at_cap_replies[0].c_str());
+        overlong = co_await overlong_line(ep_c, default_max_line, 2000ms);
+        std::printf("client: reply '%s', then %s\n", overlong.first.c_str(),
+                    overlong.second ? "closed by the server" : "not closed");
         with_deadline.stop();
         without_deadline.stop();
+        without_idle.stop();
       },
       [](std::exception_ptr e) {
         if (e) std::rethrow_exception(e);
@@ -443,6 +528,12 @@ int self_test() {
   check(idle_closed_after >= static_cast<double>(idle.count()) &&
             idle_closed_after < static_cast<double>(idle.count()) + slack_ms,
         "idle connection closed at the server's read deadline");
+  check(at_cap_replies == std::vector<std::string>{"ok"},
+        "a request as long as the cap is served");
+  check(overlong.first == "error: request line longer than " +
+                              std::to_string(default_max_line) + " bytes" &&
+            overlong.second,
+        "a line over the cap is refused and the connection closed, without an idle deadline");
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
@@ -493,6 +584,13 @@ int main(int argc, char** argv) {
         scfg.deadline = milliseconds(parse_ms(a, value()));
       } else if (a == "--idle" && mode == "server") {
         scfg.idle = milliseconds(parse_ms(a, value()));
+      } else if (a == "--max-line" && mode == "server") {
+        scfg.max_line = static_cast<std::size_t>(parse_ms(a, value(), max_max_line));
+        if (scfg.max_line < longest_request) {
+          std::cerr << "request_deadline: --max-line must be at least " << longest_request
+                    << " (the longest request, 'sleep " << max_ms << "' and its newline)\n";
+          return 2;
+        }
       } else if (a == "--client-deadline" && mode == "client") {
         client_deadline = milliseconds(parse_ms(a, value()));
       } else if (a == "--requests" && mode == "client") {
@@ -509,9 +607,10 @@ int main(int argc, char** argv) {
       scfg.port = port.value_or(0);
       server srv(ctx, scfg);
       srv.start();
-      std::printf("server: listening on 127.0.0.1:%u, work deadline %lld ms, idle %lld ms\n",
+      std::printf("server: listening on 127.0.0.1:%u, work deadline %lld ms, idle %lld ms, "
+                  "line at most %zu bytes\n",
                   srv.port(), static_cast<long long>(scfg.deadline.count()),
-                  static_cast<long long>(scfg.idle.count()));
+                  static_cast<long long>(scfg.idle.count()), scfg.max_line);
       std::fflush(stdout);
       net::signal_set signals(ctx, SIGINT, SIGTERM);
       signals.async_wait([&](boost::system::error_code ec, int) {

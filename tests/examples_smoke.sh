@@ -90,13 +90,27 @@ rejects idle_reaper --tick --tick 10000000000000
 rejects idle_reaper --port --port 99999999999999999999999
 rejects idle_reaper --chatty-fraction --chatty-fraction nan
 rejects idle_reaper --connections --quick --connections 0
+# All of idle_reaper's clients connect from 127.0.0.1 to one server port, each from a
+# local port of its own: more than exist (65535), or than the ephemeral range holds, is
+# refused up front. (--duration 1: a run wrongly started ends at once, and fails.)
+rejects idle_reaper --connections --quick --duration 1 --connections 65536
+# (awk, not the shell's read: dash reads a byte at a time, and /proc's sysctl files then
+# end after the first byte.)
+over_range=$(awk '{ print $2 - $1 + 2 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+if [ -n "$over_range" ]; then
+  rejects idle_reaper --connections --quick --duration 1 --connections "$over_range"
+fi
 rejects request_deadline --deadline server --deadline 9223372036854775807
 rejects request_deadline --requests client --port 1 --requests 5,99999999999
+rejects request_deadline --max-line server --max-line 14
+rejects request_deadline --max-line server --max-line 1048577
 rejects heartbeat --period --period 86400001
 rejects heartbeat --port --port 65536
 rejects heartbeat --missed --self-test --missed 200000 --period 86400000 --jitter 0
 rejects heartbeat --clients --clients 10000
 rejects order_expiry --random --random 99999999999999999999
+# One past what a run may hold in memory (about 600 bytes an order, within 1 GiB).
+rejects order_expiry --random --random 1789570
 rejects order_expiry --seed --seed 4294967296
 rejects http_server --port --port 70000
 
