@@ -91,9 +91,16 @@ void wheel_shard::advance(steady_duration d) {
   assert(clock_.manual() && d >= steady_duration::zero()); // checked by the service
   auto guard = lock();
   clock_.advance_locked(d);
-  wheel_.advance_to(clock_.floor_tick(clock_.now()));
+  const tick_t to = clock_.floor_tick(clock_.now());
+  // What came due waits in the due list for the next step to hand it over: until then,
+  // as after a step that its budget stopped, a backlog (due_backlog_locked). Said of
+  // every advance to a new tick, whether or not anything came due, so that it depends
+  // on time alone; but not before the first object on the shard (no executor, no step),
+  // when nothing can have come due.
+  if (to > wheel_.now() && executor_) due_backlog_ = true;
+  wheel_.advance_to(to);
   // Also what a step whose next post threw left ready (post_step_from_cleanup_locked).
-  if (has_work_locked()) post_step_locked();
+  if (has_work_locked() || due_backlog_) post_step_locked();
 }
 
 wheel_stats wheel_shard::stats() const {
@@ -336,6 +343,8 @@ void wheel_shard::run_step(step_cause cause) {
     assert(ready_count_ >= owed);
     const std::size_t budget = owed > unlimited - left ? unlimited : left + owed;
     const std::size_t taken = collect_locked(batch, now, budget);
+    // Only a budget spent stops collect before the due list is empty.
+    due_backlog_ = wheel_.has_due();
     owed = 0;
     left = taken >= budget ? 0 : budget - taken;
     // Nothing slotted: nothing to arm for (arm_locked would find never_tick == armed_).

@@ -104,10 +104,16 @@ public:
     const auto tick = static_cast<std::uint64_t>(tick_.count());
     return since / tick + (since % tick != 0);
   }
-  // The tick the wheel has reached: now rounded down.
+  // The tick the clock has reached: now rounded down.
   std::uint64_t current_tick() const {
     return static_cast<std::uint64_t>((now_ - epoch_).count() / tick_.count());
   }
+  // Whether an advance() has moved to a new tick since the last poll: then what came
+  // due waits for the poll's step to be handed over (the service's due backlog; the
+  // harness keeps an object on the wheel, so that there is a step). reach() as a poll
+  // begins.
+  bool backlog() const { return current_tick() > reached_; }
+  void reach() { reached_ = current_tick(); }
   // The time of tick k (k small enough not to overflow).
   time_point tick_time(std::uint64_t k) const {
     return epoch_ + static_cast<duration::rep>(k) * tick_;
@@ -125,6 +131,7 @@ private:
   time_point epoch_;
   duration tick_;
   time_point now_;
+  std::uint64_t reached_ = 0;
 };
 
 // ---- timers and their waits ---------------------------------------------------------
@@ -638,10 +645,13 @@ private:
 // One delay_queue<int> (created and destroyed by the harness) whose elements are the
 // values 0, 1, 2 ... in push order, and its async_takes. At a poll the queue expires
 // what is due, then hands expired elements to the takes in line: earliest expiry first,
-// ties in push order. A take started when none is in line and an element has expired
-// gets it at once (completes as if by post). Takes complete exactly once, in the order
-// started, never before their element's expiry; aborted ones with operation_aborted and
-// the value 0.
+// ties in push order. An element pushed or reset with its delay passed (its tick
+// reached) has expired at once, and a take started when none is in line and an
+// element has expired gets it at once (completes as if by post); both unless an
+// advance() since the last poll has made elements due that only the poll hands over
+// (wheel_time::backlog): then they wait for the poll, which puts them in order. Takes
+// complete exactly once, in the order started, never before their element's expiry;
+// aborted ones with operation_aborted and the value 0.
 class delay_queue : checked {
 public:
   using take_id = std::size_t;
@@ -667,6 +677,7 @@ public:
     elem& e = elems_[v];
     e.expiry = time_.from_now(d);
     e.due = time_.due_tick(e.expiry);
+    e.expired = e.due <= time_.current_tick() && !time_.backlog(); // passed: expired at once
     return v;
   }
   // Whether the element with this value is in the queue (-1: a default-constructed key).
@@ -686,9 +697,9 @@ public:
     const bool live = contains(v);
     if (live) {
       elem& e = elems_.at(v);
-      e.expired = false;
       e.expiry = time_.from_now(d);
       e.due = time_.due_tick(e.expiry);
+      e.expired = e.due <= time_.current_tick() && !time_.backlog(); // as in push
     }
     return live;
   }
@@ -697,7 +708,7 @@ public:
     const take_id id = next_id_++;
     const bool first = pending() == 0;
     take& t = takes_[id];
-    if (first)
+    if (first && !time_.backlog())
       if (auto v = front_expired()) hand(t, *v);
     return id;
   }

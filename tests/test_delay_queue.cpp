@@ -109,6 +109,85 @@ BOOST_AUTO_TEST_CASE(earliest_first_within_one_tick) {
   BOOST_TEST((got == strings{"earlier", "later"}));
 }
 
+// An element pushed (or reset) with its delay already passed comes before an expired
+// element whose expiry is later, however the takes are started: one at a time (each
+// served at once), together, or with takes waiting for a dispatch step queued before
+// the push. Before, a take was served from the expired queue at once, or by that
+// dispatch step, while the new element still waited in the wheel's due list: "a" came
+// first.
+BOOST_AUTO_TEST_CASE(an_element_pushed_already_expired_comes_before_later_expiries) {
+  enum class how { one_at_a_time, together, reset, takes_waiting };
+  for (how h : {how::one_at_a_time, how::together, how::reset, how::takes_waiting}) {
+    BOOST_TEST_CONTEXT("case " << static_cast<int>(h)) {
+      auto o = asio_wheel_test::manual_options();
+      o.expiry_batch = 1; // for takes_waiting: a step that leaves the dispatch step queued
+      fixture f(o);
+      delay_queue<std::string> q(f.io);
+      strings got;
+      q.push("a", 5ms);
+      if (h == how::takes_waiting) {
+        f.svc.advance(10ms); // "a" due at 5 ms, in the due list
+        take_into(q, got);
+        take_into(q, got);
+        f.io.restart();
+        BOOST_TEST(f.io.poll_one() == 1u); // "a" expired; the dispatch step left queued
+        BOOST_TEST(got.empty());
+      } else {
+        f.advance(10ms); // "a" expired at 5 ms
+      }
+      if (h == how::reset) {
+        q.push("later", 8ms);
+        BOOST_TEST(q.reset(q.push("b", 1s), -100ms)); // now expired at -90 ms
+      } else {
+        q.push("b", -100ms); // expired at -90 ms
+      }
+      if (h == how::one_at_a_time) {
+        take_into(q, got);
+        f.settle();
+        take_into(q, got);
+      } else if (h != how::takes_waiting) {
+        take_into(q, got);
+        take_into(q, got);
+      }
+      f.settle();
+      BOOST_TEST((got == strings{"b", "a"}));
+    }
+  }
+}
+
+// The same behind elements that the wheel has made due and no step has handed over
+// yet: after an advance() and before the step (the takes then wait for it), and after
+// a step whose expiry_batch ran out with one left in the due list ("c"). A take served
+// at once from the expired queue, or an element pushed straight into it, would put
+// "b" (expired at 7 ms) before "c" (6 ms).
+BOOST_AUTO_TEST_CASE(an_element_pushed_already_expired_stays_behind_elements_not_handed_over) {
+  for (bool after_a_step : {false, true}) {
+    BOOST_TEST_CONTEXT("after a step: " << after_a_step) {
+      auto o = asio_wheel_test::manual_options();
+      o.expiry_batch = 1;
+      fixture f(o);
+      delay_queue<std::string> q(f.io);
+      strings got;
+      q.push("a", 5ms);
+      q.push("c", 6ms);
+      f.svc.advance(10ms); // both due, neither handed over
+      if (after_a_step) {
+        f.io.restart();
+        BOOST_TEST(f.io.poll_one() == 1u); // "a" handed over, "c" left by the budget
+      }
+      q.push("b", -3ms); // expired at 7 ms
+      take_into(q, got);
+      BOOST_TEST(q.size() == 3u); // not served at once: it waits for the step
+      f.settle();
+      take_into(q, got);
+      f.settle();
+      take_into(q, got);
+      f.settle();
+      BOOST_TEST((got == strings{"a", "c", "b"}));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(several_takers_served_in_order) {
   fixture f;
   delay_queue<std::string> q(f.io);

@@ -5,7 +5,13 @@
 // and reset act on it through the key in O(1). When the delay has passed the element
 // expires: async_take completes with the earliest expired element (ties in push order),
 // several pending takes are served in the order they were started, and a take started
-// after elements expired completes as if by post, never inside async_take.
+// after elements expired completes as if by post, never inside async_take. An element
+// pushed or reset with its delay passed (its tick reached; expiries round up to the
+// wheel's tick) has expired at once, at its place among the expired; but while
+// elements that came due wait for a step to hand them over (after a step that
+// expiry_batch stopped, or, in manual mode, an advance() to a new tick), it waits
+// behind them, and a take started then waits for that step too, which serves it in
+// order.
 //
 // Keys: copyable, comparable handles carrying the push's number and the queue's identity.
 // A key whose element was taken or erased, or that comes from another queue (even a
@@ -153,13 +159,11 @@ public:
     // An expiry never allocates. If this throws, nothing is added: the node is only
     // lost to reuse until the queue is destroyed.
     state_.expired.reserve(state_.size + 1);
-    n->expiry = expiry;
     n->seq = state_.next_seq++;
-    n->state = node_state::scheduled;
     ++state_.size;
     // Added, whatever the executor does: a step or an arming it cannot take now comes
     // with the next call that needs one.
-    shard.schedule_nothrow_locked(*n, expiry);
+    state_.place_locked(*n, expiry);
     return key(n, n->seq, state_.id);
   }
 
@@ -190,12 +194,11 @@ public:
     auto guard = shard.lock();
     node* n = find_locked(k);
     if (!n) return false;
-    if (n->state == node_state::expired) {
-      state_.expired.erase(*n);
-      n->state = node_state::scheduled;
-    }
-    n->expiry = expiry;
-    shard.schedule_nothrow_locked(*n, expiry); // as in push
+    // Out of the expired queue, or off the wheel if it goes straight back in; a
+    // scheduled element staying on the wheel moves there (the lazy rule: O(1)).
+    if (n->state == node_state::expired || state_.expired_at_once_locked(expiry))
+      state_.unlink_locked(*n);
+    state_.place_locked(*n, expiry); // as in push
     return true;
   }
 

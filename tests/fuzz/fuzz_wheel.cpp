@@ -317,6 +317,7 @@ private:
   }
 
   void poll() {
+    time_.reach(); // the poll's step moves the wheel to the clock
     waits_.begin_poll();
     periodic_.begin_poll();
     deadlines_.begin_poll();
@@ -482,6 +483,9 @@ private:
   asio::io_context io_;
   asio_wheel::wheel_service& svc_;
   asio::strand<asio::io_context::executor_type> strand_;
+  // Gives the wheel its executor from the start: every advance() then posts a step, and
+  // the wheel's time moves exactly at polls (wheel_time::reach). Never waited on.
+  asio_wheel::timer anchor_{io_};
   // The model, and the time it runs on (moved with every advance()).
   model::wheel_time time_;
   model::timers waits_;

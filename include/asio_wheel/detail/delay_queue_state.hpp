@@ -325,15 +325,16 @@ struct delay_queue_state : due_entry {
   std::uint64_t next_seq = 0;
 
   // Admits `op` (an async_take). Served at once, as if by post, when elements have
-  // expired, no take is ahead in line and the wheel's tick is finished (else a later
-  // element of the tick could still come due: dispatch_soon_locked): then it never
-  // counts as pending.
+  // expired, no take is ahead in line, the wheel's tick is finished (else a later
+  // element of the tick could still come due: dispatch_soon_locked) and the last step
+  // handed over all it made due (else an earlier element may wait in the due list):
+  // then it never counts as pending.
   // If it throws (a post on a user's executor), `op` is destroyed and the queue is as
   // it was.
   void start_take(take_op<T>& op) {
     auto guard = shard->lock();
     if (takers.ops.empty() && !expired.empty() && !shard->shut_down_locked() &&
-        !shard->tick_unfinished_locked()) {
+        !shard->tick_unfinished_locked() && !shard->due_backlog_locked()) {
       try {
         shard->post_step_locked(); // first: if it throws, the element stays queued
       } catch (...) {
@@ -377,6 +378,40 @@ struct delay_queue_state : due_entry {
   // a take served before them could get a later element than one of theirs.
   void dispatch_soon_locked() {
     if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
+  }
+
+  // Whether an element placed now for `expiry` has expired at once: the wheel has
+  // reached its tick (a delay that has passed), and the last step handed over every
+  // element it made due. While one of those waits in the due list, a new element goes
+  // behind it there: in the expired queue, it could be handed out first (by a dispatch
+  // step queued ahead of that element) though that element expired earlier.
+  bool expired_at_once_locked(steady_time expiry) const noexcept {
+    return shard->due_at_once_locked(expiry) && !shard->due_backlog_locked();
+  }
+
+  // Puts `n` (off the wheel) in place for `expiry`, by push or reset (lock held). An
+  // element expired at once goes straight into the expired queue, at its place by
+  // (expiry, push order), as a step would put it: were it left in the wheel's due list
+  // until then, a take served at once, or a dispatch step queued before it, would hand
+  // out an element that it precedes. Never throws: if the driver cannot be told, the
+  // entry stays and comes due late.
+  void place_locked(node& n, steady_time expiry) noexcept {
+    n.expiry = expiry;
+    if (!expired_at_once_locked(expiry)) {
+      n.state = node_state::scheduled;
+      shard->schedule_nothrow_locked(n, expiry);
+      // Due already (its tick reached, behind a backlog): a dispatch step queued ahead
+      // of it goes behind it, else it would hand out elements that `n` precedes.
+      if (n.is_due() && linked() && is_due()) {
+        shard->unschedule_locked(*this);
+        shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
+      }
+      return;
+    }
+    n.state = node_state::expired;
+    expired.push(n); // room reserved by push
+    if (!takers.ops.empty() && !linked())
+      shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
   }
 
   // A live node's element is taken or erased: keys to it go stale, and the node, off

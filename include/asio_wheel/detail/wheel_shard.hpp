@@ -290,6 +290,14 @@ public:
   }
   // Whether entries due at the wheel's tick may still come due (wheel::tick_unfinished).
   bool tick_unfinished_locked() const noexcept { return wheel_.tick_unfinished(); }
+  // Whether entries that the wheel made due may wait in the due list: the last step's
+  // budget ran out before it had handed them all over, or advance() has moved to a new
+  // tick since. The next step hands them over.
+  bool due_backlog_locked() const noexcept { return due_backlog_; }
+  // Whether an entry scheduled now for t would be due at once (its tick reached).
+  bool due_at_once_locked(steady_time t) const noexcept {
+    return clock_.to_tick(t) <= wheel_.now();
+  }
   // schedule_locked for an owner that has nothing to undo, or cannot let an exception
   // out: if the driver cannot be told (a post or an arm that throws on a user's
   // executor; on an io_context neither can), `e` stays linked all the same and comes
@@ -543,6 +551,8 @@ private:
   // The last step's advance stopped short of the clock at its budget (the rest of a
   // storm is still in the slots): the next round or step goes on from there.
   bool wheel_behind_ = false;
+  // due_backlog_locked(): set by each round of a step, and by advance().
+  bool due_backlog_ = false;
   bool step_posted_ = false;
   bool disarm_posted_ = false;
   // An unschedule held back the idle actions (unschedule_settling_later_locked) and no
