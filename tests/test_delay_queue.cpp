@@ -476,6 +476,34 @@ BOOST_AUTO_TEST_CASE(steady_a_tick_split_by_the_batch_is_handed_over_in_order) {
   BOOST_TEST(out_of_order == 0);
 }
 
+// A tick split by the batch is handed over as soon as its last element has come due,
+// not a tick later. The hand-over step, scheduled for the next tick while the tick was
+// unfinished, stayed there once it had finished: the takes waited for the driver to
+// fire at that tick, 30 ms late. Three elements in one tick (the first one's, whose
+// end stats().next_wakeup names), a batch of one. Wake-ups, not time, tell: one at the
+// tick, and one, at once, for the driver armed again for the unfinished tick by the
+// step that the batch stopped; the next tick's would be a third (it was).
+BOOST_AUTO_TEST_CASE(steady_a_tick_split_by_the_batch_is_handed_over_when_it_ends) {
+  asio::io_context io;
+  asio_wheel::wheel_options o;
+  o.tick = 30ms;
+  o.expiry_batch = 1;
+  auto& svc = asio_wheel::install(io, o);
+  delay_queue<int> q(io);
+  q.push(0, 15ms);
+  const auto tick_end = svc.stats().next_wakeup;
+  q.push(1, tick_end - 2ms - steady_clock::now()); // expiries in (tick_end - 30 ms, tick_end]
+  q.push(2, tick_end - 2ms - steady_clock::now());
+  std::vector<int> got;
+  for (int i = 0; i < 3; ++i)
+    q.async_take([&got](error_code ec, int v) {
+      if (!ec) got.push_back(v);
+    });
+  io.run();
+  BOOST_TEST(got.size() == 3u);
+  BOOST_TEST(svc.stats().wakeups <= 2u);
+}
+
 // Elements that hold a timer with a wait pending, on the queue's own shard. The queue
 // moved its elements under the shard's lock, and the timer's move took that lock again
 // for its wait: take and erase waited for themselves, forever. Now the element leaves

@@ -375,9 +375,14 @@ struct delay_queue_state : due_entry {
   // expired queue can tell the earliest only once the whole tick is in it. Due now,
   // that is, unless expiry_batch stopped the wheel inside its tick (a storm larger
   // than the batch): then the tick's other elements would come due after the step, and
-  // a take served before them could get a later element than one of theirs.
+  // a take served before them could get a later element than one of theirs. Put there
+  // for the next tick, the step is due now once the tick has finished (an element
+  // calls this as it comes due): else the takes would wait a tick for nothing.
   void dispatch_soon_locked() {
-    if (!linked()) shard->schedule_locked(*this, shard->after_due_so_far_locked());
+    if (!linked())
+      shard->schedule_locked(*this, shard->after_due_so_far_locked());
+    else if (!is_due() && !shard->tick_unfinished_locked())
+      shard->schedule_locked(*this, steady_time::min());
   }
 
   // Whether an element placed now for `expiry` has expired at once: the wheel has
