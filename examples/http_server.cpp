@@ -405,13 +405,15 @@ private:
                       });
   }
 
+  // A write that failed: timed out, or another error.
+  void count_write_failure(error_code ec) {
+    auto& counter = is_timeout(ec) ? stats_.write_timeouts : stats_.errors;
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+
   void on_written(error_code ec) {
     if (ec) {
-      if (is_timeout(ec)) {
-        stats_.write_timeouts.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        stats_.errors.fetch_add(1, std::memory_order_relaxed);
-      }
+      count_write_failure(ec);
       return;
     }
     stats_.requests.fetch_add(1, std::memory_order_relaxed);
@@ -449,11 +451,7 @@ private:
   void on_refused(error_code ec) {
     response_.reset();
     if (ec) {
-      if (is_timeout(ec)) {
-        stats_.write_timeouts.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        stats_.errors.fetch_add(1, std::memory_order_relaxed);
-      }
+      count_write_failure(ec);
       return;
     }
     error_code ignored;
