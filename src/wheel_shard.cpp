@@ -239,6 +239,11 @@ void wheel_shard::post_in_locked(post_memory& memory, F f) {
 
 void wheel_shard::arm_locked() {
   if (clock_.manual() || shut_down_ || !executor_) return;
+  // An entry placed while a step collects, and the wheel behind the clock: the step,
+  // as it ends, posts the next or arms (run_step). Armed now, the driver would be for
+  // the tick the batch stopped in, which has passed: it would fire at once, a wake-up
+  // for nothing (a take's hand-over step, once a batch).
+  if (collecting_ && wheel_behind_) return;
   const tick_t next = wheel_.next_slot_tick();
   if (next == armed_) return;
   if (next == never_tick) {
@@ -333,8 +338,11 @@ void wheel_shard::run_step(step_cause cause) {
     // The true clock, never an upper bound of it: else waits would fire early.
     assert(!timed || clock_.manual() || now <= std::chrono::steady_clock::now());
     // At most the step's budget made due at a time: taken while still in cache.
-    if (!clock_.manual())
-      wheel_behind_ = timed && !wheel_.advance_to(clock_.floor_tick(now), left);
+    // Entries parked until the tick's end go first (release_after_tick_locked).
+    if (!clock_.manual()) {
+      const bool released = after_tick_.empty() || release_after_tick_locked(left);
+      wheel_behind_ = timed && !(released && wheel_.advance_to(clock_.floor_tick(now), left));
+    }
     // Untimed, there is no due entry for collect_locked to hand over, the only thing
     // that reads `now` (timed's definition says so: nothing above made one due).
     op_queue batch;
@@ -342,7 +350,15 @@ void wheel_shard::run_step(step_cause cause) {
     // is left of the budget.
     assert(ready_count_ >= owed);
     const std::size_t budget = owed > unlimited - left ? unlimited : left + owed;
-    const std::size_t taken = collect_locked(batch, now, budget);
+    std::size_t taken;
+    {
+      collecting_ = true;
+      struct collected {
+        bool& flag;
+        ~collected() { flag = false; }
+      } done{collecting_};
+      taken = collect_locked(batch, now, budget);
+    }
     // Only a budget spent stops collect before the due list is empty.
     due_backlog_ = wheel_.has_due();
     owed = 0;
@@ -352,14 +368,19 @@ void wheel_shard::run_step(step_cause cause) {
     // straight to the due list (a reset to a passed time) left it armed for the slot,
     // and no unschedule follows such a wait's completion, so nothing else would; run()
     // would not return before the slot's tick.
+    // Past the budget, a step is posted below, and it arms when it ends: armed now, for
+    // the tick a storm's batch stopped in (passed), the driver would fire at once, a
+    // wake-up and a timerfd arming for nothing per batch (a 200k-timer storm over five
+    // ticks: 107 wake-ups).
+    const bool step_follows = left == 0 && has_work_locked();
     if (armed_ == never_tick) {
-      if (wheel_.has_slotted()) arm_locked();
+      if (wheel_.has_slotted() && !step_follows) arm_locked();
     } else if (disarm_wanted_locked()) {
       post_disarm_locked();
     }
     // Past the budget: post at once, so that another thread running the context can
     // take the next batch while this one is invoked.
-    if (left == 0 && has_work_locked()) post_step_locked();
+    if (step_follows) post_step_locked();
     // An empty batch with budget left means collect found nothing ready or due.
     if (batch.empty()) return;
     guard.unlock();
@@ -373,6 +394,17 @@ void wheel_shard::run_step(step_cause cause) {
       return;
     }
   }
+}
+
+bool wheel_shard::release_after_tick_locked(std::size_t due_limit) {
+  // Finishes the unfinished tick alone, within the step's budget, so that the next
+  // tick's entries come due only after the parked ones; if the budget stops it again,
+  // they wait for the round that finishes it. Put due now without a word to the driver:
+  // this step collects them.
+  if (wheel_.tick_unfinished() && !wheel_.advance_to(wheel_.now(), due_limit)) return false;
+  for (due_entry* e : after_tick_) place_locked(*e, steady_time::min());
+  after_tick_.clear();
+  return true;
 }
 
 namespace {
@@ -483,6 +515,7 @@ void wheel_shard::shutdown() {
         take_ops_locked(static_cast<wait_list&>(entry), doomed, op_result::aborted);
     });
     wheel_.clear();
+    after_tick_.clear();
     doomed.append(ready_);
     ready_count_ = 0;
     if (options_.max_pending != 0)

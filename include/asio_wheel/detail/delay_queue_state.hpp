@@ -296,6 +296,7 @@ struct delay_queue_state : due_entry {
   ~delay_queue_state() {
     {
       auto guard = shard->lock();
+      shard->forget_after_tick_locked(*this);
       shard->unschedule_locked(*this);
       // A leaving node is not ours to free: whoever takes its value out frees it then
       // (give_back), seeing no owner. It leaves all_nodes.
@@ -375,14 +376,11 @@ struct delay_queue_state : due_entry {
   // expired queue can tell the earliest only once the whole tick is in it. Due now,
   // that is, unless expiry_batch stopped the wheel inside its tick (a storm larger
   // than the batch): then the tick's other elements would come due after the step, and
-  // a take served before them could get a later element than one of theirs. Put there
-  // for the next tick, the step is due now once the tick has finished (an element
-  // calls this as it comes due): else the takes would wait a tick for nothing.
+  // a take served before them could get a later element than one of theirs; so the
+  // step waits for the tick's end, and comes due then, before the next tick's elements
+  // (wheel_shard::schedule_after_due_so_far_locked).
   void dispatch_soon_locked() {
-    if (!linked())
-      shard->schedule_locked(*this, shard->after_due_so_far_locked());
-    else if (!is_due() && !shard->tick_unfinished_locked())
-      shard->schedule_locked(*this, steady_time::min());
+    if (!linked()) shard->schedule_after_due_so_far_locked(*this);
   }
 
   // Whether an element placed now for `expiry` has expired at once: the wheel has
@@ -409,14 +407,14 @@ struct delay_queue_state : due_entry {
       // of it goes behind it, else it would hand out elements that `n` precedes.
       if (n.is_due() && linked() && is_due()) {
         shard->unschedule_locked(*this);
-        shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
+        shard->schedule_after_due_so_far_nothrow_locked(*this);
       }
       return;
     }
     n.state = node_state::expired;
     expired.push(n); // room reserved by push
     if (!takers.ops.empty() && !linked())
-      shard->schedule_nothrow_locked(*this, shard->after_due_so_far_locked());
+      shard->schedule_after_due_so_far_nothrow_locked(*this);
   }
 
   // A live node's element is taken or erased: keys to it go stale, and the node, off

@@ -71,6 +71,7 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace asio_wheel::detail {
 
@@ -281,12 +282,42 @@ public:
   steady_time next_tick_time_locked() const noexcept {
     return clock_.tick_time(wheel_.now() + 1);
   }
-  // When an entry must come due to follow everything due so far, the rest of the tick
-  // the wheel stands at included: now (passed), unless expiry_batch stopped the wheel
-  // inside that tick, whose other entries then come due after the ones due now; then at
-  // the next tick, which the wheel reaches only once it has finished this one.
-  steady_time after_due_so_far_locked() const noexcept {
-    return tick_unfinished_locked() ? next_tick_time_locked() : steady_time::min();
+  // Schedules `e` to come due behind everything due so far, the rest of the tick the
+  // wheel stands at included: due now, unless expiry_batch stopped the wheel inside
+  // that tick, whose other entries then come due after the ones due now. Then `e` is
+  // parked (on the never list) until the step that finishes the tick puts it in the
+  // due list, behind that tick's last entries and ahead of the next tick's (run_step).
+  // Its owner calls forget_after_tick_locked before it unschedules `e` for good. Throws
+  // what the driver's post throws, or bad_alloc (then `e` is as it was).
+  void schedule_after_due_so_far_locked(due_entry& e) {
+    if (wheel_.tick_unfinished())
+      park_after_tick_locked(e);
+    else
+      schedule_locked(e, steady_time::min());
+  }
+  // The same for an owner that cannot let an exception out: if the step cannot be
+  // posted, `e` is due all the same, for the next step; if it cannot be parked (out of
+  // memory), it comes due at the next tick, late.
+  void schedule_after_due_so_far_nothrow_locked(due_entry& e) noexcept {
+    if (!wheel_.tick_unfinished()) {
+      schedule_nothrow_locked(e, steady_time::min());
+      return;
+    }
+    try {
+      park_after_tick_locked(e);
+    } catch (...) {
+      schedule_nothrow_locked(e, next_tick_time_locked());
+    }
+  }
+  // schedule_after_due_so_far_locked's parking; bad_alloc leaves `e` as it was.
+  void park_after_tick_locked(due_entry& e) {
+    if (std::find(after_tick_.begin(), after_tick_.end(), &e) == after_tick_.end())
+      after_tick_.push_back(&e);
+    schedule_nothrow_locked(e, steady_time::max()); // the never list: no post, no arming
+  }
+  // `e` no longer waits for the tick's end (its owner is going).
+  void forget_after_tick_locked(const due_entry& e) noexcept {
+    after_tick_.erase(std::remove(after_tick_.begin(), after_tick_.end(), &e), after_tick_.end());
   }
   // Whether entries due at the wheel's tick may still come due (wheel::tick_unfinished).
   bool tick_unfinished_locked() const noexcept { return wheel_.tick_unfinished(); }
@@ -500,6 +531,10 @@ private:
   // inlining it into unschedule_locked (5 instructions more a cancel in W1, callgrind).
   void post_disarm_locked() noexcept;
   void arm_locked();
+  // Puts the entries parked until the tick's end (after_tick_) in the due list once
+  // the wheel has finished that tick, finishing it first, at most due_limit due;
+  // whether it did (else the tick is still unfinished).
+  bool release_after_tick_locked(std::size_t due_limit);
   // count_pending_locked's count undone for n, without a word in the stats: what
   // uncount_pending_locked does besides counting them expired or cancelled.
   void release_pending_locked(std::size_t n, idle_action idle) noexcept;
@@ -553,6 +588,11 @@ private:
   bool wheel_behind_ = false;
   // due_backlog_locked(): set by each round of a step, and by advance().
   bool due_backlog_ = false;
+  // A step's collect_locked is running (arm_locked).
+  bool collecting_ = false;
+  // Entries parked until the wheel finishes its unfinished tick
+  // (schedule_after_due_so_far_locked). Few: a delay queue's hand-over step each.
+  std::vector<due_entry*> after_tick_;
   bool step_posted_ = false;
   bool disarm_posted_ = false;
   // An unschedule held back the idle actions (unschedule_settling_later_locked) and no
