@@ -239,11 +239,15 @@ void wheel_shard::post_in_locked(post_memory& memory, F f) {
 
 void wheel_shard::arm_locked() {
   if (clock_.manual() || shut_down_ || !executor_) return;
-  // An entry placed while a step collects, and the wheel behind the clock: the step,
-  // as it ends, posts the next or arms (run_step). Armed now, the driver would be for
-  // the tick the batch stopped in, which has passed: it would fire at once, a wake-up
-  // for nothing (a take's hand-over step, once a batch).
-  if (collecting_ && wheel_behind_) return;
+  // An entry placed while a step collects, and the wheel behind the clock: armed now,
+  // the driver would be for the tick the batch stopped in, which has passed, and fire
+  // at once, a wake-up for nothing (a take's hand-over step, once a batch). The arming
+  // is owed instead: the step pays it as it ends, or the step it posts (run_step).
+  if (collecting_ && wheel_behind_) {
+    arm_owed_ = true;
+    return;
+  }
+  arm_owed_ = false;
   const tick_t next = wheel_.next_slot_tick();
   if (next == armed_) return;
   if (next == never_tick) {
@@ -373,7 +377,9 @@ void wheel_shard::run_step(step_cause cause) {
     // wake-up and a timerfd arming for nothing per batch (a 200k-timer storm over five
     // ticks: 107 wake-ups).
     const bool step_follows = left == 0 && has_work_locked();
-    if (armed_ == never_tick) {
+    if (arm_owed_) {
+      if (!step_follows) arm_locked();
+    } else if (armed_ == never_tick) {
       if (wheel_.has_slotted() && !step_follows) arm_locked();
     } else if (disarm_wanted_locked()) {
       post_disarm_locked();

@@ -590,6 +590,9 @@ private:
   bool due_backlog_ = false;
   // A step's collect_locked is running (arm_locked).
   bool collecting_ = false;
+  // An arming put off while a step collected (arm_locked): the step's end, or the
+  // next step's if it posts one, arms.
+  bool arm_owed_ = false;
   // Entries parked until the wheel finishes its unfinished tick
   // (schedule_after_due_so_far_locked). Few: a delay queue's hand-over step each.
   std::vector<due_entry*> after_tick_;
