@@ -471,7 +471,7 @@ int self_test() {
         idle_closed_after = co_await idle_probe(ep_a);
         std::printf("client: idle connection closed by the server after %.1f ms\n",
                     idle_closed_after);
-              // A request of exactly the cap, newline included ("sleep 000...05"), is served.
+        // A request of exactly the cap, newline included ("sleep 000...05"), is served.
         const std::vector<std::string> at_cap = {
             "sleep " + std::string(default_max_line - 8, '0') + "5"};
         std::printf("== a request of %zu bytes, newline included, then one with no newline "

@@ -786,7 +786,8 @@ private:
   enum class state { pending, served, aborted };
   struct elem {
     bool live = true;     // in the queue (not taken, not erased)
-    bool expired = false; // in the expired FIFO (moved there by a poll's step)
+    bool expired = false; // among the expired: moved there by a poll's step, or pushed
+                          // (or reset) with its delay passed
     time_point expiry{};
     std::uint64_t due = 0;
   };

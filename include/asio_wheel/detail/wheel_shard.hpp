@@ -282,13 +282,13 @@ public:
   steady_time next_tick_time_locked() const noexcept {
     return clock_.tick_time(wheel_.now() + 1);
   }
-  // Schedules `e` to come due behind everything due so far, the rest of the tick the
-  // wheel stands at included: due now, unless expiry_batch stopped the wheel inside
-  // that tick, whose other entries then come due after the ones due now. Then `e` is
-  // parked (on the never list) until the step that finishes the tick puts it in the
-  // due list, behind that tick's last entries and ahead of the next tick's (run_step).
-  // Its owner calls forget_after_tick_locked before it unschedules `e` for good. Throws
-  // what the driver's post throws, or bad_alloc (then `e` is as it was).
+  // Schedules the unlinked `e` to come due behind everything due so far, the rest of
+  // the tick the wheel stands at included: due now, unless expiry_batch stopped the
+  // wheel inside that tick, whose other entries then come due after the ones due now.
+  // Then `e` is parked (on the never list) until the step that finishes the tick puts
+  // it in the due list, behind that tick's last entries and ahead of the next tick's
+  // (run_step). Its owner calls forget_after_tick_locked before it unschedules `e` for
+  // good. Throws what the driver's post throws, or bad_alloc (then `e` is as it was).
   void schedule_after_due_so_far_locked(due_entry& e) {
     if (wheel_.tick_unfinished())
       park_after_tick_locked(e);
@@ -308,12 +308,6 @@ public:
     } catch (...) {
       schedule_nothrow_locked(e, next_tick_time_locked());
     }
-  }
-  // schedule_after_due_so_far_locked's parking; bad_alloc leaves `e` as it was.
-  void park_after_tick_locked(due_entry& e) {
-    if (std::find(after_tick_.begin(), after_tick_.end(), &e) == after_tick_.end())
-      after_tick_.push_back(&e);
-    schedule_nothrow_locked(e, steady_time::max()); // the never list: no post, no arming
   }
   // `e` no longer waits for the tick's end (its owner is going).
   void forget_after_tick_locked(const due_entry& e) noexcept {
@@ -535,6 +529,14 @@ private:
   // the wheel has finished that tick, finishing it first, at most due_limit due;
   // whether it did (else the tick is still unfinished).
   bool release_after_tick_locked(std::size_t due_limit);
+  // schedule_after_due_so_far_locked's parking of the unlinked `e` (so not parked
+  // already: a parked entry is linked, on the never list); bad_alloc leaves it as it was.
+  void park_after_tick_locked(due_entry& e) {
+    assert(!e.linked());
+    assert(std::find(after_tick_.begin(), after_tick_.end(), &e) == after_tick_.end());
+    after_tick_.push_back(&e);
+    schedule_nothrow_locked(e, steady_time::max()); // the never list: no post, no arming
+  }
   // count_pending_locked's count undone for n, without a word in the stats: what
   // uncount_pending_locked does besides counting them expired or cancelled.
   void release_pending_locked(std::size_t n, idle_action idle) noexcept;
