@@ -44,21 +44,9 @@ std::size_t timer_state::expires_at_locking(steady_time t) {
   return n;
 }
 
-void timer_state::move_to_shard(wheel_shard& to) noexcept {
-  wheel_shard& old = shard();
-  assert(&to != &old && ops.empty() && !linked());
-  // Both locks, in the order of the shards' indices: nowhere else does a thread hold
-  // two shards' locks at once (a delay_queue moves no element that may hold a timer
-  // under its lock), so no two threads can wait on each other.
-  wheel_shard& first = old.index() < to.index() ? old : to;
-  wheel_shard& second = &first == &old ? to : old;
-  auto first_guard = first.lock();
-  auto second_guard = second.lock();
-  owner_index.store(to.index(), std::memory_order_relaxed);
-}
-
 void timer_state::take_over(timer_state& from) noexcept {
-  if (&from.shard() != &shard()) move_to_shard(from.shard()); // a move assignment
+  // A move assignment from a timer on another shard: *this goes there first.
+  if (&from.shard() != &shard()) wheel_shard::move_list_to_shard(*this, from.shard());
   // `from` is left as a new timer is (Asio's moved-from timer too): expiry time_point(),
   // so that a wait started on it completes at once, not at the expiry that moved away.
   if (!from.may_have_waits()) { // nothing on the wheel to move (a timer put in a vector)

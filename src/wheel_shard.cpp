@@ -141,6 +141,25 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
   assert(to.linked() == !to.ops.empty() && !from.linked());
 }
 
+void wheel_shard::move_entry_locked(due_entry& from, due_entry& to) noexcept {
+  assert(!to.linked());
+  // Parked until a tick's end, an entry is named by address (after_tick_): only a
+  // delay_queue's dispatch step parks, and a queue does not move.
+  assert(std::find(after_tick_.begin(), after_tick_.end(), &from) == after_tick_.end());
+  to.on_due = from.on_due;
+  wheel_.replace(from, to);
+}
+
+void wheel_shard::move_list_to_shard(wait_list& list, wheel_shard& to) noexcept {
+  wheel_shard& old = at(list.shard_index());
+  assert(&to != &old && list.ops.empty() && !list.linked());
+  wheel_shard& first = old.index() < to.index() ? old : to;
+  wheel_shard& second = &first == &old ? to : old;
+  auto first_guard = first.lock();
+  auto second_guard = second.lock();
+  list.owner_index.store(to.index(), std::memory_order_relaxed);
+}
+
 // ---- the op protocol ----
 
 void wheel_shard::abort_locked(wait_list& list, wheel_op& op) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
@@ -385,6 +386,37 @@ BOOST_AUTO_TEST_CASE(a_cancellation_racing_a_timer_move_is_never_lost) {
     BOOST_TEST(result == aborted);
   }
   BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// The same for a periodic timer's tick: its schedule and its list of ticks both move.
+BOOST_AUTO_TEST_CASE(a_cancellation_racing_a_periodic_timer_move_is_never_lost) {
+  fixture f;
+  constexpr int rounds = 1000;
+  for (int round = 0; round < rounds; ++round) {
+    asio::cancellation_signal signal;
+    auto t = std::make_unique<asio_wheel::periodic_timer>(f.io, std::chrono::hours(1));
+    int calls = 0;
+    error_code result;
+    t->async_tick(asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, std::uint64_t) {
+      ++calls;
+      result = ec;
+    }));
+    std::atomic<bool> go{false};
+    std::thread emitter([&] {
+      wait_until([&] { return go.load(); });
+      signal.emit(asio::cancellation_type::terminal);
+    });
+    go = true;
+    for (int hop = 0; hop < 16; ++hop)
+      t = std::make_unique<asio_wheel::periodic_timer>(std::move(*t));
+    emitter.join();
+    f.settle();
+    BOOST_TEST_REQUIRE(calls == 1);
+    BOOST_TEST(result == aborted);
+  }
+  BOOST_TEST(f.svc.stats().pending == 0u);
+  // Each schedule left the wheel with its cancelled tick, wherever the timer was then.
+  BOOST_TEST((f.svc.stats().next_wakeup == std::chrono::steady_clock::time_point::max()));
 }
 
 // A cancellation handler stays in its slot after its wait ended, and an emission then is

@@ -8,10 +8,12 @@
 
 #include <asio_wheel/periodic_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <optional>
 #include <vector>
@@ -414,6 +416,152 @@ BOOST_AUTO_TEST_CASE(several_pending_ticks_complete_in_order) {
   BOOST_TEST((a.at == 10ms));
   step_until(f, b);
   BOOST_TEST((b.at == 20ms));
+}
+
+// ---- moves ----
+
+BOOST_AUTO_TEST_CASE(a_move_carries_the_schedule_and_the_pending_ticks) {
+  fixture f;
+  periodic_timer a(f.io, 10ms);
+  tick_record r1, r2, r3;
+  tick(a, f, r1);
+  tick(a, f, r2);
+  f.advance(5ms);
+  periodic_timer b(std::move(a));
+  BOOST_TEST((b.period() == 10ms));
+  f.settle();
+  BOOST_TEST(!r1.called); // a move completes nothing
+  // The moved-from timer: no ticks, its schedule restarted at the move (5 ms).
+  BOOST_TEST(a.cancel() == 0u);
+  BOOST_TEST((a.period() == 10ms));
+  tick(a, f, r3);
+  step_until(f, r1);
+  BOOST_TEST(!r1.ec);
+  BOOST_TEST((r1.at == 10ms)); // b's schedule is a's, not restarted
+  step_until(f, r3);
+  BOOST_TEST(!r3.ec);
+  BOOST_TEST((r3.at == 15ms));
+  step_until(f, r2);
+  BOOST_TEST(!r2.ec);
+  BOOST_TEST((r2.at == 20ms));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// Two contexts, so two shards: the target goes to the source's shard and context.
+BOOST_AUTO_TEST_CASE(a_move_assignment_aborts_the_targets_ticks_and_takes_the_sources) {
+  fixture f1, f2;
+  periodic_timer source(f1.io, 10ms, missed_tick::burst);
+  periodic_timer target(f2.io, 7ms, missed_tick::skip);
+  tick_record mine, theirs;
+  tick(target, f2, mine);
+  tick(source, f1, theirs);
+  target = std::move(source);
+  f2.settle();
+  BOOST_TEST(mine.called);
+  BOOST_TEST((mine.ec == net::error::operation_aborted));
+  BOOST_TEST(f2.svc.stats().pending == 0u);
+  BOOST_TEST((target.period() == 10ms));
+  BOOST_TEST((target.get_executor() == net::any_io_executor(f1.io.get_executor())));
+  // The source's policy came along: burst completes the ticks missed while busy one
+  // after another, at once, where skip (the target's) would wait for the next slot.
+  f1.svc.advance(35ms);
+  f1.settle();
+  BOOST_REQUIRE(theirs.called);
+  BOOST_TEST(!theirs.ec);
+  BOOST_TEST(theirs.missed == 2u);
+  tick(target, f1, theirs);
+  f1.settle();
+  BOOST_TEST(theirs.called);
+  BOOST_TEST(theirs.missed == 1u);
+  BOOST_TEST(f1.svc.stats().pending == 0u);
+
+  // From a timer on io_context::executor_type, constructing and assigning.
+  using io_periodic = asio_wheel::basic_periodic_timer<net::io_context::executor_type>;
+  io_periodic narrow(f2.io, 4ms);
+  tick_record converted;
+  tick_record* got = &converted;
+  narrow.async_tick([got, &f2](error_code ec, std::uint64_t) {
+    got->called = true, got->ec = ec, got->at = f2.elapsed();
+  });
+  periodic_timer wide(std::move(narrow));
+  f2.advance(4ms);
+  BOOST_TEST(converted.called);
+  BOOST_TEST(!converted.ec);
+  io_periodic narrow2(f2.io, 6ms);
+  wide = std::move(narrow2);
+  BOOST_TEST((wide.period() == 6ms));
+}
+
+// The schedule's entry has come due and the step that hands it over has not run yet
+// (the context is busy): the step finds the timer at its new address.
+BOOST_AUTO_TEST_CASE(a_tick_due_but_not_yet_handed_over_moves_with_the_timer) {
+  fixture f;
+  auto a = std::make_unique<periodic_timer>(f.io, 10ms);
+  tick_record r;
+  tick(*a, f, r);
+  f.svc.advance(10ms); // the step is posted, not run
+  BOOST_TEST(!r.called);
+  periodic_timer b(std::move(*a));
+  a.reset(); // nothing of the tick stays behind in the moved-from timer
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST(!r.ec);
+  BOOST_TEST(r.missed == 0u);
+  tick(b, f, r);
+  step_until(f, r);
+  BOOST_TEST((r.at == 20ms));
+}
+
+BOOST_AUTO_TEST_CASE(per_operation_cancellation_follows_a_moved_tick) {
+  fixture f;
+  auto a = std::make_unique<periodic_timer>(f.io, 10ms);
+  net::cancellation_signal sig;
+  tick_record r;
+  a->async_tick(net::bind_cancellation_slot(
+      sig.slot(), [&](error_code ec, std::uint64_t) { r.called = true, r.ec = ec; }));
+  periodic_timer b(std::move(*a));
+  a.reset();
+  sig.emit(net::cancellation_type::terminal);
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST((r.ec == net::error::operation_aborted));
+  // The schedule left the wheel with its last tick, from its new address too.
+  BOOST_TEST((f.svc.stats().next_wakeup == steady_clock::time_point::max()));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// A vector that grows moves its timers, ticks pending, to new memory.
+BOOST_AUTO_TEST_CASE(timers_in_a_growing_vector_keep_their_ticks) {
+  fixture f;
+  std::vector<periodic_timer> timers;
+  std::vector<tick_record> records(32);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    timers.emplace_back(f.io, std::chrono::milliseconds(i + 1));
+    tick(timers.back(), f, records[i]);
+  }
+  step_until(f, records.back());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    BOOST_TEST(records[i].called);
+    BOOST_TEST(!records[i].ec);
+    BOOST_TEST((records[i].at == std::chrono::milliseconds(i + 1)), "timer " << i);
+  }
+  // Move assignments down the vector, each timer with a tick pending.
+  for (std::size_t i = 1; i < records.size(); ++i) tick(timers[i], f, records[i]);
+  timers.erase(timers.begin());
+  for (std::size_t i = 0; i < timers.size(); ++i)
+    BOOST_TEST((timers[i].period() == std::chrono::milliseconds(i + 2)));
+  step_until(f, records.back());
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    BOOST_TEST(!records[i].ec);
+    // Each timer's own schedule came along: its next slot is 2 periods. One that passed
+    // by 32 ms, while nobody waited, completes at once: at the end of the wheel's
+    // current tick, 33 ms, on the manual clock. A schedule restarted by a move would
+    // put a 20 ms timer's tick at 52 ms, not 40.
+    const auto period = std::chrono::milliseconds(i + 1);
+    BOOST_TEST((records[i].at == std::max<steady_clock::duration>(2 * period, 33ms)),
+               "timer " << i);
+  }
+  BOOST_TEST(f.svc.stats().pending == 0u);
 }
 
 namespace {

@@ -32,6 +32,8 @@
 // of pending async_ticks, off the slots); each async_tick allocates one operation from
 // the handler's allocator (recycled by default) and nothing else.
 //
+// Moves carry the schedule and the pending async_ticks (see the move constructor).
+//
 // Thread safety: as basic_timer (one object not used from two threads at once). The
 // timer must be destroyed before its execution context.
 #ifndef ASIO_WHEEL_PERIODIC_TIMER_HPP
@@ -80,10 +82,46 @@ public:
                        missed_tick policy = missed_tick::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
 
+  // The schedule (period, policy, jitter, the next tick) and the pending async_ticks
+  // move along with the timer, which keeps its place on the wheel: nothing completes
+  // or is posted. The moved-from timer keeps its executor, period, policy and jitter,
+  // and is left as a new one: no pending ticks, the next due one period from now.
+  basic_periodic_timer(basic_periodic_timer&& other) noexcept
+      : executor_(other.executor_),
+        state_(*other.state_.shard, other.state_.period, other.state_.policy) {
+    state_.take_over(other.state_);
+  }
+
+  template <class OtherExecutor,
+            std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
+  basic_periodic_timer(basic_periodic_timer<OtherExecutor>&& other) noexcept
+      : executor_(other.executor_),
+        state_(*other.state_.shard, other.state_.period, other.state_.policy) {
+    state_.take_over(other.state_);
+  }
+
+  // Pending async_ticks of *this complete with operation_aborted; other's move over,
+  // with its schedule.
+  basic_periodic_timer& operator=(basic_periodic_timer&& other) {
+    if (this != &other) {
+      state_.cancel();
+      executor_ = other.executor_;
+      state_.take_over(other.state_);
+    }
+    return *this;
+  }
+
+  // As above, from a timer on another executor that converts to ours.
+  template <class OtherExecutor,
+            std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
+  basic_periodic_timer& operator=(basic_periodic_timer<OtherExecutor>&& other) {
+    basic_periodic_timer tmp(std::move(other));
+    return *this = std::move(tmp);
+  }
+
   // Pending async_ticks complete with operation_aborted.
   ~basic_periodic_timer() { state_.cancel_on_destruction(); }
 
-  // The wheel links the timer's state by address: not copyable, not movable.
   basic_periodic_timer(const basic_periodic_timer&) = delete;
   basic_periodic_timer& operator=(const basic_periodic_timer&) = delete;
 
@@ -125,6 +163,9 @@ public:
   }
 
 private:
+  template <class OtherExecutor>
+  friend class basic_periodic_timer;
+
   static duration checked(duration period) {
     if (period <= duration::zero())
       throw std::invalid_argument("asio_wheel: periodic_timer period must be positive");

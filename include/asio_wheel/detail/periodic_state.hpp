@@ -5,7 +5,8 @@
 // is pending, whose on_due (tick_due) evaluates the tick; and `ticks`, the wait_list of
 // pending async_ticks, parked on the never list while non-empty (so that shutdown finds
 // them), whose last op leaving by an abort takes the state off too. Every field but
-// `shard` and `policy` changes only under the shard's lock.
+// `shard` and `policy` changes only under the shard's lock; those two change only by a
+// move (take_over), on the timer's own thread, and no step reads them.
 #ifndef ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 #define ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
@@ -45,11 +47,11 @@ struct periodic_state : due_entry {
   periodic_state(wheel_shard& s, steady_duration p, missed_tick how) noexcept
       : shard(&s), ticks(s.index(), *this), period(p), policy(how) {
     on_due = &periodic_state::tick_due;
-    rng = periodic_seed.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
+    rng = new_seed();
     next = saturating_add(s.now(), p);
   }
 
-  wheel_shard* const shard;
+  wheel_shard* shard;
   scheduled_wait_list ticks;    // pending async_ticks; this entry is their schedule
   steady_time next{};           // slot of the next tick to complete
   steady_time due{};            // next + its jitter, while the entry is on the wheel
@@ -62,7 +64,7 @@ struct periodic_state : due_entry {
   std::uint64_t dropped = 0;
   steady_duration period{};     // > 0
   steady_duration jitter{};     // >= 0; used capped at period
-  const missed_tick policy;
+  missed_tick policy;
   std::uint64_t rng = 0;        // splitmix64 state of the jitter
 
   // Admits `op` (an async_tick) and, if no tick is scheduled, schedules the next one.
@@ -107,7 +109,41 @@ struct periodic_state : due_entry {
     if (linked()) schedule_next_locked();
   }
 
+  // The timer moved from `from` to *this, which has no pending ticks and is off the
+  // wheel (new, or cancelled by a move assignment): takes over its shard, schedule,
+  // place on the wheel and pending ticks. `from` keeps its period, policy and jitter,
+  // and is left as a new timer would be: no ticks, the next due one period from now.
+  void take_over(periodic_state& from) noexcept {
+    assert(ticks.ops.empty() && !linked());
+    // A move assignment from a timer on another shard: *this goes there first.
+    if (from.shard != shard) {
+      wheel_shard::move_list_to_shard(ticks, *from.shard);
+      shard = from.shard;
+    }
+    const steady_time now = shard->now();
+    auto guard = shard->lock();
+    next = from.next;
+    due = from.due;
+    skip_through = from.skip_through;
+    dropped = from.dropped;
+    period = from.period;
+    jitter = from.jitter;
+    policy = from.policy;
+    rng = from.rng;
+    // The schedule first: while `from` is linked, its ticks are not empty.
+    if (from.linked()) shard->move_entry_locked(from, *this);
+    if (!from.ticks.ops.empty()) shard->move_list_locked(from.ticks, ticks);
+    from.next = saturating_add(now, from.period);
+    from.skip_through = steady_time::min();
+    from.dropped = 0;
+    from.rng = new_seed();
+  }
+
 private:
+  static std::uint64_t new_seed() noexcept {
+    return periodic_seed.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
+  }
+
   // The due time of the tick at `slot`: slot + uniform [0, min(jitter, period)).
   steady_time jittered(steady_time slot) noexcept {
     const auto span = static_cast<std::uint64_t>(std::min(jitter, period).count());

@@ -122,13 +122,6 @@ struct timer_state : wait_list {
   static std::size_t expired(timer_state& timer, due_step& step);
 
 private:
-  // A move assignment from a timer on shard `to`: *this (no waits, off the wheel) goes
-  // there. A cancellation handler left in a slot by one of its earlier waits names the
-  // old shard and this list, and may be emitted on any thread: under the old shard's
-  // lock it reads shard_index() to see that the list is no longer that shard's
-  // (wheel_shard::cancel_op). So the index changes under both shards' locks.
-  void move_to_shard(wheel_shard& to) noexcept;
-
   // wheel_clock::steady_deadline_base(), read before anything is loaded from the state,
   // with its lines asked for (see deadline_after_with_bound).
   steady_time steady_base_before_loads() const noexcept {

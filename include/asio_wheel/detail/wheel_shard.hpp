@@ -367,6 +367,18 @@ public:
   // operations, whose cancellation handlers now point at `to`. `to` holds none, and
   // `from` no inline op (its owner moves that one into `to`'s buffer first).
   void move_list_locked(wait_list& from, wait_list& to) noexcept;
+  // The same for an entry that owns no operations (a periodic timer's schedule): `to`,
+  // unlinked, takes over the place of `from` on the wheel, wherever it is.
+  void move_entry_locked(due_entry& from, due_entry& to) noexcept;
+  // `list` (no ops, off the wheel) now belongs to shard `to`: an object move-assigned
+  // from one on another shard goes there. A cancellation handler left in a slot by an
+  // earlier op of the list names the old shard and the list, and may be emitted on any
+  // thread: under the old shard's lock it reads shard_index() to see that the list is
+  // no longer that shard's (cancel_op). So the index changes under both shards' locks,
+  // taken in the order of their indices: nowhere else does a thread hold two shards'
+  // locks at once (a delay_queue moves no element that may hold a timer under its
+  // lock), so no two threads can wait on each other.
+  static void move_list_to_shard(wait_list& list, wheel_shard& to) noexcept;
 
   // ---- the op protocol ----
 
