@@ -141,22 +141,30 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
   assert(to.linked() == !to.ops.empty() && !from.linked());
 }
 
+ASIO_WHEEL_COLD void wheel_shard::forget_owners_locked(wait_list& list,
+                                                       wheel_op* moved) noexcept {
+  for (wheel_op& op : list.ops)
+    if (&op != moved) op.forget_owner();
+}
+
+ASIO_WHEEL_COLD void wheel_shard::take_first_ops_locked(wait_list& list, op_queue& out, std::size_t most) {
+  for (std::size_t k = 0; k < most; ++k) {
+    wheel_op& leaving = list.ops.front();
+    list.ops.pop_front();
+    out.push_back(leaving);
+  }
+  for (wheel_op& op : list.ops) op.move_cancellation(list);
+}
+
 void wheel_shard::move_entry_locked(due_entry& from, due_entry& to) noexcept {
-  assert(!to.linked());
-  // Parked until a tick's end, an entry is named by address (after_tick_): only a
-  // delay_queue's dispatch step parks, and a queue does not move.
-  assert(std::find(after_tick_.begin(), after_tick_.end(), &from) == after_tick_.end());
-  to.on_due = from.on_due;
+  assert(!to.linked() && to.on_due == from.on_due);
+  // Parked until a tick's end, an entry is also named by address in after_tick_.
+  std::replace(after_tick_.begin(), after_tick_.end(), &from, &to);
   wheel_.replace(from, to);
 }
 
 void wheel_shard::move_list_to_shard(wait_list& list, wheel_shard& to) noexcept {
-  wheel_shard& old = at(list.shard_index());
-  assert(&to != &old && list.ops.empty() && !list.linked());
-  wheel_shard& first = old.index() < to.index() ? old : to;
-  wheel_shard& second = &first == &old ? to : old;
-  auto first_guard = first.lock();
-  auto second_guard = second.lock();
+  assert(&to != &at(list.shard_index()) && list.ops.empty() && !list.linked());
   list.owner_index.store(to.index(), std::memory_order_relaxed);
 }
 
@@ -188,10 +196,10 @@ void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noe
 
 bool wheel_shard::cancel_op(const op_cancellation& c) {
   auto guard = lock();
-  wait_list& list = *c.owner; // under the lock: a move may have re-pointed it
-  // Stale: the timer moved to another shard after c's wait ended, and its list is that
-  // shard's to guard now (see op_cancellation). No op of it is c's.
-  if (list.shard_index() != index()) return false;
+  // Under the lock: a move may have re-pointed it, and the op's leaving cleared it.
+  if (c.owner == nullptr) return false; // c's op has left its list: nothing to cancel
+  wait_list& list = *c.owner;
+  assert(list.shard_index() == index()); // c's op is in it (see op_cancellation)
   for (wheel_op& op : list.ops) {
     if (!op.cancelled_by(c)) continue;
     abort_locked(list, op); // ends the walk: the list changed

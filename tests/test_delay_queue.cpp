@@ -740,6 +740,130 @@ BOOST_AUTO_TEST_CASE(a_take_completed_before_its_queue_is_destroyed_gets_its_ele
   BOOST_TEST(!ran);
 }
 
+// ---- moves ----
+
+BOOST_AUTO_TEST_CASE(a_move_carries_elements_takes_and_keys) {
+  fixture f;
+  delay_queue<std::string> a(f.io);
+  a.push("x", 10ms);
+  const auto ky = a.push("y", 20ms);
+  a.push("z", 30ms);
+  strings got;
+  take_into(a, got);
+  delay_queue<std::string> b(std::move(a));
+  f.settle();
+  BOOST_TEST(got.empty()); // a move completes nothing
+  BOOST_TEST(b.size() == 3u);
+  BOOST_TEST(a.size() == 0u);
+  BOOST_TEST(!a.erase(ky)); // a's old keys are stale for a, and name b's elements
+  BOOST_TEST(b.erase(ky));
+  f.advance(10ms); // the take started on `a` completes from b
+  BOOST_TEST((got == strings{"x"}));
+  f.advance(20ms);
+  BOOST_TEST((drain(f, b, 1) == strings{"z"}));
+  BOOST_TEST(b.size() == 0u);
+  // The moved-from queue is a new, empty one on the same executor.
+  BOOST_TEST((a.get_executor() == b.get_executor()));
+  a.push("again", 1ms);
+  f.advance(1ms);
+  BOOST_TEST((drain(f, a, 1) == strings{"again"}));
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+// Two contexts, so two shards: the target goes to the source's shard and context.
+BOOST_AUTO_TEST_CASE(a_move_assignment_destroys_the_targets_elements_and_aborts_its_takes) {
+  fixture f1, f2;
+  {
+    delay_queue<tracked> source(f1.io), target(f2.io);
+    for (int i = 0; i < 3; ++i) source.push(tracked(i), std::chrono::milliseconds(10 * (i + 1)));
+    const auto kept = source.push(tracked(7), 1h);
+    const auto gone = target.push(tracked(100), 1ms);
+    target.push(tracked(101), 1h);
+    error_code target_take;
+    int target_takes = 0;
+    target.async_take([&](error_code ec, tracked) { target_take = ec, ++target_takes; });
+    BOOST_TEST(tracked::live == 6);
+    target = std::move(source);
+    BOOST_TEST(tracked::live == 4); // the target's two are destroyed
+    f2.settle();
+    BOOST_TEST(target_takes == 1);
+    BOOST_TEST((target_take == net::error::operation_aborted));
+    BOOST_TEST(f2.svc.stats().pending == 0u);
+    f2.advance(1h); // nothing of the target's old elements is left on f2's wheel
+    BOOST_TEST(!target.erase(gone));
+    BOOST_TEST((target.get_executor() == net::any_io_executor(f1.io.get_executor())));
+    std::vector<int> got;
+    for (int i = 0; i < 3; ++i)
+      target.async_take([&](error_code ec, tracked t) {
+        if (!ec) got.push_back(t.v);
+      });
+    for (int i = 0; i < 30; ++i) f1.advance(1ms);
+    BOOST_TEST((got == std::vector<int>{0, 1, 2}));
+    BOOST_TEST(target.erase(kept));
+    BOOST_TEST(target.size() == 0u);
+    BOOST_TEST(source.size() == 0u);
+  }
+  BOOST_TEST(tracked::live == 0);
+
+  // From a queue on io_context::executor_type, constructing and assigning.
+  using io_queue = asio_wheel::basic_delay_queue<std::string, net::io_context::executor_type>;
+  io_queue narrow(f2.io);
+  narrow.push("n", 1ms);
+  delay_queue<std::string> wide(std::move(narrow));
+  io_queue narrow2(f2.io);
+  narrow2.push("n2", 2ms);
+  wide = std::move(narrow2);
+  f2.advance(2ms);
+  BOOST_TEST((drain(f2, wide, 1) == strings{"n2"}));
+  BOOST_TEST(wide.size() == 0u);
+}
+
+// Takes hold their element's node until the handler has the value; the queue moves in
+// between, and the node goes back to the queue at its new address, to be reused there.
+BOOST_AUTO_TEST_CASE(a_node_held_by_a_take_goes_back_to_the_moved_queue) {
+  fixture f;
+  auto a = std::make_unique<delay_queue<std::string>>(f.io);
+  a->push(std::string(100, 'x'), 1ms); // on the heap: ASan sees a node used after free
+  f.advance(1ms);
+  strings got;
+  take_into(*a, got); // completes as if by post, holding the node
+  delay_queue<std::string> b(std::move(*a));
+  a.reset();
+  f.settle();
+  BOOST_TEST((got == strings{std::string(100, 'x')}));
+  b.push("reused", 1ms);
+  f.advance(1ms);
+  BOOST_TEST((drain(f, b, 1) == strings{"reused"}));
+}
+
+// The queue moves between every two handlers while a tick split by the batch (steady
+// clock) is handed over: its hand-over step is parked until the tick's end at some of
+// those moves, in the wheel's due list at others, and finds the queue wherever it is.
+BOOST_AUTO_TEST_CASE(steady_a_queue_moved_between_every_handler_hands_over_in_order) {
+  asio::io_context io;
+  asio_wheel::wheel_options o;
+  o.tick = 50ms;
+  o.expiry_batch = 4;
+  asio_wheel::install(io, o);
+  auto q = std::make_unique<delay_queue<int>>(io);
+  constexpr int n = 60;
+  for (int i = 0; i < n; ++i) q->push(i, 20ms + i * 100us); // one or two ticks
+  std::vector<int> got;
+  for (int i = 0; i < n; ++i)
+    q->async_take([&got](error_code ec, int v) {
+      if (!ec) got.push_back(v);
+    });
+  std::size_t moves = 0;
+  while (io.run_one() != 0) {
+    q = std::make_unique<delay_queue<int>>(std::move(*q));
+    ++moves;
+  }
+  BOOST_TEST(moves >= 2u * n / 4); // a step per batch of expiries, then of hand-overs
+  std::vector<int> sorted(n);
+  std::iota(sorted.begin(), sorted.end(), 0);
+  BOOST_TEST(got == sorted, boost::test_tools::per_element());
+}
+
 // Ties inside one tick, pushed with decreasing delays: push order breaks each tie.
 BOOST_AUTO_TEST_CASE(decreasing_delays_inside_one_tick_come_out_earliest_first) {
   fixture f;

@@ -561,6 +561,55 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_w
 }
 
 namespace {
+// A handler of one pointer that names its cancellation slot itself: small enough, with
+// its op's pointer to its cancellation handler, to live in the timer's buffer.
+struct slot_wait {
+  asio::cancellation_signal signal;
+  int calls = 0;
+  error_code ec;
+  struct handler {
+    slot_wait* self;
+    using cancellation_slot_type = asio::cancellation_slot;
+    cancellation_slot_type get_cancellation_slot() const noexcept { return self->signal.slot(); }
+    void operator()(error_code e) const { ++self->calls, self->ec = e; }
+  };
+};
+} // namespace
+
+// One timer's waits outnumber expiry_batch: a step hands over the first and the rest
+// wait for the next. Each op's cancellation handler forgets the timer as the op leaves
+// (the op in the timer's buffer as it moves out, before the batch is cut): those that
+// stay must still reach it, or their cancellation would be lost. The buffer's op is
+// the second wait here, so that it stays: the first's handler is too big to live there.
+BOOST_AUTO_TEST_CASE(waits_left_behind_by_the_batch_can_still_be_cancelled) {
+  auto o = manual_options();
+  o.expiry_batch = 1;
+  fixture f(o);
+  asio_wheel::timer t(f.io, 1ms);
+  slot_wait first, small, last;
+  t.async_wait(std::function<void(error_code)>(slot_wait::handler{&first}));
+  using op = asio_wheel::detail::handler_op<asio_wheel::detail::plain_wait_op,
+                                            slot_wait::handler, void>;
+  BOOST_TEST_REQUIRE(op::may_live_inline);
+  t.async_wait(slot_wait::handler{&small});
+  t.async_wait(asio::bind_cancellation_slot(last.signal.slot(),
+                                            [&last](error_code e) { ++last.calls, last.ec = e; }));
+  f.svc.advance(1ms);
+  f.io.restart();
+  f.io.run_one(); // one step: the first wait handed over, two left
+  BOOST_TEST_REQUIRE(first.calls == 1);
+  BOOST_TEST_REQUIRE(small.calls + last.calls == 0);
+  for (auto* w : {&first, &small, &last}) w->signal.emit(asio::cancellation_type::terminal);
+  f.settle();
+  BOOST_TEST(!first.ec);
+  BOOST_TEST(small.calls == 1);
+  BOOST_TEST(small.ec == aborted);
+  BOOST_TEST(last.calls == 1);
+  BOOST_TEST(last.ec == aborted);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
+namespace {
 // Hands out one static block: every op lands at the same address.
 alignas(std::max_align_t) unsigned char the_block[512];
 template <class T>

@@ -37,6 +37,8 @@
 // async_take: one allocation from the handler's allocator. A take or erase of an
 // element that is not trivially copyable takes the wheel's lock twice (see above).
 //
+// Moves carry the elements, the pending takes and the keys (see the move constructor).
+//
 // Thread safety: as basic_timer (one object not used from two threads at once). The
 // queue must be destroyed before its execution context.
 #ifndef ASIO_WHEEL_DELAY_QUEUE_HPP
@@ -125,11 +127,46 @@ public:
   explicit basic_delay_queue(ExecutionContext& ctx)
       : basic_delay_queue(executor_type(ctx.get_executor())) {}
 
+  // The elements, the pending takes and the keys' validity move along with the queue:
+  // nothing completes or is posted, and a key of the moved-from queue names its element
+  // in this one. The moved-from queue is left empty, as a new one on the same executor
+  // (the old keys are stale for it). O(n) in the queue's peak size, under the wheel's
+  // lock: each node names its queue. No element is moved.
+  basic_delay_queue(basic_delay_queue&& other) noexcept
+      : executor_(other.executor_), state_(*other.state_.shard) {
+    state_.take_over(other.state_);
+  }
+
+  template <class OtherExecutor,
+            std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
+  basic_delay_queue(basic_delay_queue<T, OtherExecutor>&& other) noexcept
+      : executor_(other.executor_), state_(*other.state_.shard) {
+    state_.take_over(other.state_);
+  }
+
+  // The elements of *this are destroyed and its pending takes complete with
+  // operation_aborted, as by its destructor; then other's move over, as above.
+  basic_delay_queue& operator=(basic_delay_queue&& other) {
+    if (this != &other) {
+      state_.clear();
+      executor_ = other.executor_;
+      state_.take_over(other.state_);
+    }
+    return *this;
+  }
+
+  // As above, from a queue on another executor that converts to ours.
+  template <class OtherExecutor,
+            std::enable_if_t<std::is_convertible_v<const OtherExecutor&, executor_type>, int> = 0>
+  basic_delay_queue& operator=(basic_delay_queue<T, OtherExecutor>&& other) {
+    basic_delay_queue tmp(std::move(other));
+    return *this = std::move(tmp);
+  }
+
   // Pending takes complete with operation_aborted; remaining elements are destroyed
   // (by the state's destructor).
   ~basic_delay_queue() = default;
 
-  // The wheel links the queue's state by address: not copyable, not movable.
   basic_delay_queue(const basic_delay_queue&) = delete;
   basic_delay_queue& operator=(const basic_delay_queue&) = delete;
 
@@ -225,6 +262,9 @@ public:
   }
 
 private:
+  template <class, class>
+  friend class basic_delay_queue;
+
   // The initiation object, with the I/O executor that adapters look for.
   class initiate_async_take {
   public:

@@ -190,6 +190,13 @@ public:
     heap_.clear();
     run_head_ = run_tail_;
   }
+  // The nodes keep their places: a place counts within its own queue's run or heap.
+  void swap(expired_queue& other) noexcept {
+    run_.swap(other.run_);
+    std::swap(run_head_, other.run_head_);
+    std::swap(run_tail_, other.run_tail_);
+    heap_.swap(other.heap_);
+  }
 
 private:
   // A node and its key, which does not change while the node is expired.
@@ -291,9 +298,14 @@ struct delay_queue_state : due_entry {
     on_due = &delay_queue_state::dispatch_due;
   }
 
-  // Pending takes complete with operation_aborted; the elements are destroyed. Nothing
-  // here throws, not even if the shard's posts do (a user's executor).
-  ~delay_queue_state() {
+  ~delay_queue_state() { clear(); }
+
+  // Pending takes complete with operation_aborted; the elements are destroyed and the
+  // nodes freed, and the queue is left empty, off the wheel (its destruction, or a
+  // move assignment to it). Nothing here throws, not even if the shard's posts do (a
+  // user's executor).
+  void clear() noexcept {
+    node* nodes = nullptr;
     {
       auto guard = shard->lock();
       shard->forget_after_tick_locked(*this);
@@ -311,13 +323,42 @@ struct delay_queue_state : due_entry {
       }
       expired.clear();
       shard->abort_all_on_destruction_locked(takers);
+      nodes = std::exchange(all_nodes, nullptr);
+      free_nodes = nullptr;
+      size = 0;
     }
     // Outside the lock: an element's destructor may use the wheel.
-    for (node* n = all_nodes; n;) delete std::exchange(n, n->next_all);
+    for (node* n = nodes; n;) delete std::exchange(n, n->next_all);
   }
 
-  wheel_shard* const shard;
-  const std::uint64_t id = ++delay_queue_ids;
+  // The queue moved from `from` to *this, which is empty (new, or cleared by a move
+  // assignment): takes over its shard, identity (so that its keys name the elements
+  // here), elements, nodes, pending takes and place on the wheel. `from` is left as a
+  // new queue, with an identity of its own. O(nodes), for each node names its queue
+  // (element_due, give_back); nothing else moves.
+  void take_over(delay_queue_state& from) noexcept {
+    assert(all_nodes == nullptr && takers.ops.empty() && !linked());
+    // A move assignment from a queue on another shard: *this goes there first.
+    if (from.shard != shard) {
+      wheel_shard::move_list_to_shard(takers, *from.shard);
+      shard = from.shard;
+    }
+    auto guard = shard->lock();
+    id = std::exchange(from.id, ++delay_queue_ids);
+    expired.swap(from.expired);
+    free_nodes = std::exchange(from.free_nodes, nullptr);
+    all_nodes = std::exchange(from.all_nodes, nullptr);
+    size = std::exchange(from.size, 0);
+    next_seq = std::exchange(from.next_seq, 0);
+    for (node* n = all_nodes; n; n = n->next_all) n->owner = this;
+    if (from.linked()) shard->move_entry_locked(from, *this);
+    if (!from.takers.ops.empty()) shard->move_list_locked(from.takers, takers);
+  }
+
+  // Both change only in take_over, on the queue's own thread: `shard` while the queue is
+  // empty and off the wheel (no step reaches it), `id` under the lock.
+  wheel_shard* shard;
+  std::uint64_t id = ++delay_queue_ids;
   wait_list takers;        // pending takes
   expired_queue<node> expired; // ordered by (expiry, push order)
   node* free_nodes = nullptr;

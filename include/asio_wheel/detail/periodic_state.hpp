@@ -5,8 +5,9 @@
 // is pending, whose on_due (tick_due) evaluates the tick; and `ticks`, the wait_list of
 // pending async_ticks, parked on the never list while non-empty (so that shutdown finds
 // them), whose last op leaving by an abort takes the state off too. Every field but
-// `shard` and `policy` changes only under the shard's lock; those two change only by a
-// move (take_over), on the timer's own thread, and no step reads them.
+// `shard` and `policy` changes only under the shard's lock; those two change only in a
+// move (take_over), on the timer's own thread: `shard` while the state is off the wheel
+// (no step reaches it), `policy` under the lock.
 #ifndef ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 #define ASIO_WHEEL_DETAIL_PERIODIC_STATE_HPP
 

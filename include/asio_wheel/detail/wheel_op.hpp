@@ -42,7 +42,8 @@ public:
     destroy,           // free the op without invoking the handler (shutdown, or
                        // admission refused or undone: then perhaps an inline op)
     is_cancelled_by,   // arg: an op_cancellation; whether it is this op's
-    move_cancellation, // arg: a wait_list; this op's cancellation handler reaches it there
+    move_cancellation, // arg: a wait_list, or null; this op's cancellation handler
+                       // reaches it there, or nothing
     relocate           // arg: a relocation; the op moves there (only an inline op)
   };
   // Where action::relocate moves an op: into `buffer` (another owner's inline buffer),
@@ -74,7 +75,10 @@ public:
 
   // Moves the op (is_inline()) to `buffer`, or to memory of its own if null; returns
   // the op at its new place. Handlers that may live inline move without throwing; the
-  // memory of its own may throw bad_alloc.
+  // memory of its own may throw bad_alloc. Memory of its own is where an op goes as it
+  // leaves its list: its cancellation handler forgets the owner then (forget_owner),
+  // in the call that moves it, so that the storm's and the churn's inline ops pay no
+  // second call.
   wheel_op& relocate(void* buffer) {
     relocation r{buffer, nullptr};
     func_(this, action::relocate, &r);
@@ -90,6 +94,12 @@ public:
   }
   // The op moved to `owner` (a timer move): its cancellation handler, if any, follows.
   void move_cancellation(wait_list& owner) { func_(this, action::move_cancellation, &owner); }
+  // The op left its owner's list (completed, aborted or destroyed; lock held): its
+  // cancellation handler, if any, reaches nothing from now on. That handler stays in the
+  // user's slot at least until the op's handler runs, and the owner may move away or be
+  // destroyed before then (a timer in a std::vector that grows): an emission in between
+  // must not read the list (wheel_shard::cancel_op).
+  void forget_owner() { func_(this, action::move_cancellation, nullptr); }
 
 protected:
   explicit wheel_op(func_type f) noexcept : func_(f) {}

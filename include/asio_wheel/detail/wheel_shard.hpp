@@ -60,6 +60,7 @@
 #include <asio_wheel/options.hpp>
 #include <asio_wheel/wheel_service.hpp>
 
+#include <asio_wheel/detail/cold.hpp>
 #include <asio_wheel/detail/config.hpp>
 
 #include <algorithm>
@@ -115,10 +116,9 @@ struct wait_list : shard_entry {
   }
   op_queue ops;
 
-  // The index of the shard whose lock guards the list (wheel_shard::at). Fixed for the
-  // list's life, but for a timer's move assignment from a timer on another shard, which
-  // changes it while it holds both shards' locks (timer_state::take_over): so a thread
-  // that holds either lock reads an index that cannot change under it.
+  // The index of the shard whose lock guards the list (wheel_shard::at). Fixed while
+  // the list holds ops; a move assignment from an object on another shard changes it
+  // while it holds none (wheel_shard::move_list_to_shard).
   std::uint16_t shard_index() const noexcept {
     return owner_index.load(std::memory_order_relaxed);
   }
@@ -156,16 +156,20 @@ struct scheduled_wait_list : wait_list {
 
 // The per-operation cancellation handler of a pending op, installed in the handler's
 // cancellation slot. It reaches the op through the wait_list that owns it, looking the
-// op up by this handler's own address (as Asio's timers do), so an emission after
-// completion, or on a signal whose op's memory was reused, is a harmless no-op while
-// the owner lives. `owner` is read and written only under the shard's lock: when the
-// owner moves (a timer move), move_list_locked re-points it, and an emission racing the
-// move on another thread finds the op in whichever list holds it. `shard` never changes:
-// a handler left in its slot after its op completed still names the shard of its wait,
-// and if the timer has since moved to another shard (a move assignment), the list's
-// shard_index() says so under this shard's lock, and the emission reads no further. The
-// handler object itself is never replaced while the op is pending, so the emitting
-// thread never sees it change under it.
+// op up by this handler's own address (as Asio's timers do), so an emission on a signal
+// whose op's memory was reused is a harmless no-op. `owner` is read and written only
+// under the shard's lock: when the owner moves (a timer move), move_list_locked
+// re-points it, and an emission racing the move on another thread finds the op in
+// whichever list holds it; when the op leaves the list (completed, aborted or
+// destroyed), it is cleared (wheel_op::forget_owner), so that an emission from then on,
+// before the handler runs or after, reads nothing of the owner, which may have moved
+// away or gone since (a timer in a std::vector that grows). So `owner` names a list
+// only while the op is in it, and a list moves to another shard only while it holds
+// no op (a move assignment cancels first): the list is `shard`'s. `shard` never
+// changes: an emission, even one long after the op ended, takes its lock, as Asio's
+// own handlers reach their service (the context outlives the signals of its
+// operations). The handler object itself is never replaced while the op is pending, so
+// the emitting thread never sees it change under it.
 struct op_cancellation {
   wheel_shard* shard;
   wait_list* owner;
@@ -367,17 +371,15 @@ public:
   // operations, whose cancellation handlers now point at `to`. `to` holds none, and
   // `from` no inline op (its owner moves that one into `to`'s buffer first).
   void move_list_locked(wait_list& from, wait_list& to) noexcept;
-  // The same for an entry that owns no operations (a periodic timer's schedule): `to`,
-  // unlinked, takes over the place of `from` on the wheel, wherever it is.
+  // The same for an entry that owns no operations (a periodic timer's schedule, a
+  // delay_queue's dispatch step): `to`, unlinked and of the same kind (on_due), takes
+  // over the place of `from` on the wheel, wherever it is, parked until a tick's end
+  // included.
   void move_entry_locked(due_entry& from, due_entry& to) noexcept;
   // `list` (no ops, off the wheel) now belongs to shard `to`: an object move-assigned
-  // from one on another shard goes there. A cancellation handler left in a slot by an
-  // earlier op of the list names the old shard and the list, and may be emitted on any
-  // thread: under the old shard's lock it reads shard_index() to see that the list is
-  // no longer that shard's (cancel_op). So the index changes under both shards' locks,
-  // taken in the order of their indices: nowhere else does a thread hold two shards'
-  // locks at once (a delay_queue moves no element that may hold a timer under its
-  // lock), so no two threads can wait on each other.
+  // from one on another shard goes there. No lock: only the owner's own thread reads the
+  // index, for a cancellation handler reaches a list only while its op is in it
+  // (op_cancellation), and a list that holds ops never changes shards.
   static void move_list_to_shard(wait_list& list, wheel_shard& to) noexcept;
 
   // ---- the op protocol ----
@@ -397,6 +399,7 @@ public:
   // For an initiation that failed before its op was admitted: destroys `op`, with
   // `guard` released first. Call it from the catch handler, then rethrow.
   static void discard(guard_type& guard, wheel_op& op) noexcept {
+    op.forget_owner();
     guard.unlock();
     op.destroy();
   }
@@ -423,8 +426,9 @@ public:
     } catch (...) {
     }
   }
-  // Completes `op`, which never waited (refused, or served at once), with `r` on the
-  // next step: as if by post, never inline. Not after shutdown.
+  // Completes `op`, which is on no list (it never waited, refused or served at once, or
+  // has left one), with `r` on the next step: as if by post, never inline. Not after
+  // shutdown.
   void complete_soon_locked(wheel_op& op, op_result r);
   // `op`, refused by `list` (never on its queue), in memory of its own: an inline op is
   // relocated out of the owner's buffer, which is then free. If that throws, `op` is
@@ -437,14 +441,29 @@ public:
   }
   // Before an op leaves `list`: the op of `list` that lives in the owner's buffer, if
   // any, moves to memory of its own at its place in the queue; returns it there (null
-  // if there was none). If the move throws (bad_alloc), the queue is as it was, so that
-  // a cancel that throws changes nothing and an expiry that throws loses no op.
+  // if there was none). Its cancellation handler forgets the list as it moves
+  // (wheel_op::relocate): a caller after which it still waits points it back. If the
+  // move throws (bad_alloc), the queue is as it was, so that a cancel that throws
+  // changes nothing and an expiry that throws loses no op.
   wheel_op* own_inline_locked(wait_list& list);
   // The ops of `list` leave, in order, with `r`, into `out` (each in memory of its own),
   // at most `most` of them; returns how many. The list's place on the wheel is left as
   // it was: the caller's to change.
   std::size_t take_ops_locked(wait_list& list, op_queue& out, op_result r,
                               std::size_t most = SIZE_MAX);
+  // take_ops_locked's: the cancellation handlers of `list`'s ops but `moved` forget the
+  // list. Out of line, so that the common case, a timer's one wait in its buffer (W1's
+  // churn, W3's storm), which skips it, stays small enough to be inlined.
+  ASIO_WHEEL_COLD static void forget_owners_locked(wait_list& list, wheel_op* moved) noexcept;
+  // take_ops_locked's rare end, a batch that ends among one object's ops: the first
+  // `most` leave into `out`; the others, which wait on, point their cancellation
+  // handlers back at `list`.
+  ASIO_WHEEL_COLD static void take_first_ops_locked(wait_list& list, op_queue& out,
+                                                    std::size_t most);
+  // The oldest op of `list` (non-empty) leaves it, in memory of its own, its
+  // cancellation handler forgetting the list; returns it. If the move out of the
+  // owner's buffer throws, the list is as it was.
+  wheel_op& leave_front_locked(wait_list& list);
   // In an on_due: the oldest op of `list` (non-empty) leaves with success into `out`.
   // The owner fills in its values first. `list` is unlinked once empty.
   void complete_front_locked(wait_list& list, op_queue& out);
@@ -736,16 +755,25 @@ inline void wheel_shard::complete_soon_locked(wheel_op& op, op_result r) {
   assert(!op.is_inline());
   // The step first: if its post throws, the op is not queued (the caller still has it).
   post_step_locked();
+  op.forget_owner();
   op.set_result(r);
   ready_.push_back(op);
   ++ready_count_;
 }
 
-inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
+inline wheel_op& wheel_shard::leave_front_locked(wait_list& list) {
   assert(!list.ops.empty());
-  if (list.ops.front().is_inline()) own_inline_locked(list);
-  wheel_op& op = list.ops.front();
+  wheel_op* op = &list.ops.front();
+  if (op->is_inline())
+    op = own_inline_locked(list); // forgets the list as it moves (wheel_op::relocate)
+  else
+    op->forget_owner();
   list.ops.pop_front();
+  return *op;
+}
+
+inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
+  wheel_op& op = leave_front_locked(list);
   op.set_result(op_result::success);
   out.push_back(op);
   uncount_pending_locked(op_result::success);
@@ -754,26 +782,32 @@ inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
 
 inline std::size_t wheel_shard::take_ops_locked(wait_list& list, op_queue& out, op_result r,
                                                 std::size_t most) {
-  own_inline_locked(list);
+  // The op moving out of the owner's buffer forgets the list as it moves (relocate).
+  wheel_op* const moved = own_inline_locked(list);
   // Every op's result, those that stay too (each is set again when it leaves): the
   // common case, all of them leaving, then pays one comparison more than without a
   // bound.
   std::size_t n = 0;
   for (wheel_op& op : list.ops) op.set_result(r), ++n;
+  // The others' cancellation handlers, those that stay too (take_first_ops_locked).
+  if (n != 1 || moved == nullptr) forget_owners_locked(list, moved);
   if (n <= most) {
     out.append(list.ops);
     return n;
   }
-  for (std::size_t k = 0; k < most; ++k) {
-    wheel_op& leaving = list.ops.front();
-    list.ops.pop_front();
-    out.push_back(leaving);
-  }
+  take_first_ops_locked(list, out, most);
   return most;
 }
 
 inline std::size_t wheel_shard::complete_due_locked(wait_list& list, due_step& step) {
   assert(!list.linked() && step.budget > 0);
+  if (list.ops.single()) { // the common case, a timer's one wait (the storm's path)
+    wheel_op& op = leave_front_locked(list);
+    op.set_result(op_result::success);
+    step.out.push_back(op);
+    uncount_pending_locked(op_result::success);
+    return 1;
+  }
   const std::size_t n = take_ops_locked(list, step.out, op_result::success, step.budget);
   uncount_pending_locked(op_result::success, n);
   if (!list.ops.empty()) wheel_.unpop_due(list);
