@@ -147,7 +147,8 @@ ASIO_WHEEL_COLD void wheel_shard::forget_owners_locked(wait_list& list,
     if (&op != moved) op.forget_owner();
 }
 
-ASIO_WHEEL_COLD void wheel_shard::take_first_ops_locked(wait_list& list, op_queue& out, std::size_t most) {
+ASIO_WHEEL_COLD void wheel_shard::take_first_ops_locked(wait_list& list, op_queue& out,
+                                                        std::size_t most) {
   for (std::size_t k = 0; k < most; ++k) {
     wheel_op& leaving = list.ops.front();
     list.ops.pop_front();
@@ -197,8 +198,9 @@ void wheel_shard::withdraw(guard_type& guard, wait_list& list, wheel_op& op) noe
 bool wheel_shard::cancel_op(const op_cancellation& c) {
   auto guard = lock();
   // Under the lock: a move may have re-pointed it, and the op's leaving cleared it.
-  if (c.owner == nullptr) return false; // c's op has left its list: nothing to cancel
-  wait_list& list = *c.owner;
+  wait_list* const owner = c.owner.load(std::memory_order_relaxed);
+  if (owner == nullptr) return false; // c's op has left its list: nothing to cancel
+  wait_list& list = *owner;
   assert(list.shard_index() == index()); // c's op is in it (see op_cancellation)
   for (wheel_op& op : list.ops) {
     if (!op.cancelled_by(c)) continue;
@@ -206,6 +208,22 @@ bool wheel_shard::cancel_op(const op_cancellation& c) {
     return true;
   }
   return false;
+}
+
+void wheel_shard::drop_cancellation(const op_cancellation& c) noexcept {
+  auto guard = lock();
+  wait_list* const owner = c.owner.load(std::memory_order_relaxed);
+  if (owner == nullptr) return; // the op left meanwhile, and forgot c itself
+  for (wheel_op& op : owner->ops) {
+    if (!op.cancelled_by(c)) continue;
+    op.drop_cancellation();
+    return;
+  }
+}
+
+op_cancellation::~op_cancellation() {
+  // Acquire: pairs with the op's release as it left, after which it writes nothing here.
+  if (owner.load(std::memory_order_acquire) != nullptr) shard->drop_cancellation(*this);
 }
 
 void op_cancellation::operator()(net::cancellation_type type) {

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace net = asio;
@@ -862,6 +863,47 @@ BOOST_AUTO_TEST_CASE(steady_a_queue_moved_between_every_handler_hands_over_in_or
   std::vector<int> sorted(n);
   std::iota(sorted.begin(), sorted.end(), 0);
   BOOST_TEST(got == sorted, boost::test_tools::per_element());
+}
+
+namespace {
+// An element whose destructor pushes a follow-up into the queue it belonged to.
+struct requeue {
+  static inline int live = 0;
+  delay_queue<requeue>* home = nullptr;
+  requeue() noexcept { ++live; }
+  explicit requeue(delay_queue<requeue>* q) noexcept : home(q) { ++live; }
+  requeue(requeue&& o) noexcept : home(std::exchange(o.home, nullptr)) { ++live; }
+  requeue& operator=(requeue&& o) noexcept {
+    home = std::exchange(o.home, nullptr);
+    return *this;
+  }
+  ~requeue() {
+    --live;
+    if (auto* q = std::exchange(home, nullptr)) q->push(requeue(), 1ms);
+  }
+};
+} // namespace
+
+// Clearing a queue (its destruction, or a move assignment to it) destroys its elements
+// outside the lock, and one's destructor may push into the same queue: the new element
+// went on the wheel after the queue had let go of its nodes, and came due into a freed
+// queue (a review found it, ASan: heap-use-after-free). Now clearing goes round until
+// a round destroys no element.
+BOOST_AUTO_TEST_CASE(an_element_pushing_into_its_queue_as_the_queue_clears_goes_too) {
+  fixture f;
+  {
+    auto target = std::make_unique<delay_queue<requeue>>(f.io);
+    delay_queue<requeue> source(f.io);
+    target->push(requeue(target.get()), 1h);
+    source.push(requeue(), 1h);
+    *target = std::move(source); // the target's element pushes a follow-up as it goes
+    BOOST_TEST(target->size() == 1u); // the source's element alone
+    target->push(requeue(target.get()), 1h);
+    target.reset(); // and again as the queue is destroyed
+  }
+  BOOST_TEST(requeue::live == 0);
+  f.advance(1h); // nothing of the queues is left on the wheel to come due
+  BOOST_TEST(requeue::live == 0);
 }
 
 // Ties inside one tick, pushed with decreasing delays: push order breaks each tie.

@@ -560,6 +560,29 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_of_every_type_aborts_only_that_w
   }
 }
 
+// A slot holds one handler: a second wait started on it takes it over, and the first
+// wait can no longer be cancelled (as with Asio's timers). The first wait still keeps a
+// pointer to the handler it installed, and wrote through it as it left: into the
+// second wait's handler, which the slot had built in the same memory, so that the
+// second wait could no longer be cancelled either (and a data race, under TSan, when
+// the two ran on different threads). Now the handler's destructor tells its op.
+BOOST_AUTO_TEST_CASE(a_slot_taken_over_by_a_second_wait_cancels_the_second) {
+  fixture f;
+  asio_wheel::timer first_timer(f.io, 1ms), second_timer(f.io, 10ms);
+  asio::cancellation_signal sig;
+  recorder first, second;
+  first_timer.async_wait(asio::bind_cancellation_slot(sig.slot(), first.handler(f)));
+  second_timer.async_wait(asio::bind_cancellation_slot(sig.slot(), second.handler(f)));
+  f.advance(1ms); // the first wait leaves its timer
+  BOOST_TEST(first.calls == 1);
+  BOOST_TEST(!first.ec);
+  sig.emit(asio::cancellation_type::terminal);
+  f.settle();
+  BOOST_TEST(second.calls == 1);
+  BOOST_TEST(second.ec == aborted);
+  BOOST_TEST(f.svc.stats().pending == 0u);
+}
+
 namespace {
 // A handler of one pointer that names its cancellation slot itself: small enough, with
 // its op's pointer to its cancellation handler, to live in the timer's buffer.

@@ -303,32 +303,11 @@ struct delay_queue_state : due_entry {
   // Pending takes complete with operation_aborted; the elements are destroyed and the
   // nodes freed, and the queue is left empty, off the wheel (its destruction, or a
   // move assignment to it). Nothing here throws, not even if the shard's posts do (a
-  // user's executor).
+  // user's executor). An element's destructor may use this queue again (push, take):
+  // what it adds goes too, in another round, until a round destroys no element.
   void clear() noexcept {
-    node* nodes = nullptr;
-    {
-      auto guard = shard->lock();
-      shard->forget_after_tick_locked(*this);
-      shard->unschedule_locked(*this);
-      // A leaving node is not ours to free: whoever takes its value out frees it then
-      // (give_back), seeing no owner. It leaves all_nodes.
-      for (node** link = &all_nodes; node* n = *link;) {
-        if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
-        if (n->state == node_state::leaving) {
-          n->owner = nullptr;
-          *link = n->next_all;
-        } else {
-          link = &n->next_all;
-        }
-      }
-      expired.clear();
-      shard->abort_all_on_destruction_locked(takers);
-      nodes = std::exchange(all_nodes, nullptr);
-      free_nodes = nullptr;
-      size = 0;
-    }
-    // Outside the lock: an element's destructor may use the wheel.
-    for (node* n = nodes; n;) delete std::exchange(n, n->next_all);
+    for (node* nodes = clear_round(); nodes; nodes = clear_round())
+      for (node* n = nodes; n;) delete std::exchange(n, n->next_all); // outside the lock
   }
 
   // The queue moved from `from` to *this, which is empty (new, or cleared by a move
@@ -353,6 +332,31 @@ struct delay_queue_state : due_entry {
     for (node* n = all_nodes; n; n = n->next_all) n->owner = this;
     if (from.linked()) shard->move_entry_locked(from, *this);
     if (!from.takers.ops.empty()) shard->move_list_locked(from.takers, takers);
+  }
+
+  // One round of clear() under the lock: aborts the takes, takes every element off
+  // the wheel and out of the expired queue, and returns the nodes for the caller to
+  // delete outside the lock (an element's destructor may use the wheel). Leaving nodes
+  // are not ours to free: whoever takes its value out frees it then (give_back), seeing
+  // no owner; they leave all_nodes.
+  node* clear_round() noexcept {
+    auto guard = shard->lock();
+    shard->forget_after_tick_locked(*this);
+    shard->unschedule_locked(*this);
+    for (node** link = &all_nodes; node* n = *link;) {
+      if (n->state == node_state::scheduled) shard->unschedule_locked(*n);
+      if (n->state == node_state::leaving) {
+        n->owner = nullptr;
+        *link = n->next_all;
+      } else {
+        link = &n->next_all;
+      }
+    }
+    expired.clear();
+    shard->abort_all_on_destruction_locked(takers);
+    free_nodes = nullptr;
+    size = 0;
+    return std::exchange(all_nodes, nullptr);
   }
 
   // Both change only in take_over, on the queue's own thread: `shard` while the queue is

@@ -128,7 +128,9 @@ inline constexpr bool has_cancellation_slot_v =
 // when its handler has no slot, so that such an op pays no bytes for it.
 template <bool HasSlot>
 struct cancellation_holder {
-  op_cancellation* cancellation = nullptr; // in the user's signal; null if not connected
+  // In the user's signal; null if not connected, or once that handler is destroyed
+  // (op_cancellation's destructor). Read and written under the shard's lock.
+  op_cancellation* cancellation = nullptr;
 };
 template <>
 struct cancellation_holder<false> {};
@@ -230,7 +232,8 @@ private:
             handler_op(std::move(*self));
         // Out of the owner's buffer: leaving its list (wheel_op::relocate).
         if constexpr (has_slot)
-          if (to->cancellation) to->cancellation->owner = nullptr;
+          if (to->cancellation)
+            to->cancellation->owner.store(nullptr, std::memory_order_release);
       }
       self->~handler_op();
       r.moved = to;
@@ -254,7 +257,7 @@ private:
         auto slot = net::get_associated_cancellation_slot(p->handler_);
         if (slot.is_connected())
           p->cancellation =
-              &slot.template emplace<op_cancellation>(op_cancellation{&shard, &owner});
+              &slot.template emplace<op_cancellation>(shard, owner);
       } catch (...) {
         if (p->is_inline())
           p->~handler_op();
@@ -273,10 +276,17 @@ private:
       relocate(self, *static_cast<wheel_op::relocation*>(arg));
       return false;
     }
-    if (a == action::is_cancelled_by || a == action::move_cancellation) {
+    if (a == action::is_cancelled_by || a == action::move_cancellation ||
+        a == action::drop_cancellation) {
       if constexpr (has_slot) {
         if (a == action::is_cancelled_by) return self->cancellation == arg;
-        if (self->cancellation) self->cancellation->owner = static_cast<wait_list*>(arg);
+        if (a == action::drop_cancellation) {
+          self->cancellation = nullptr;
+        } else if (self->cancellation) {
+          // Release: the destructor that sees a null owner may then free the memory.
+          self->cancellation->owner.store(static_cast<wait_list*>(arg),
+                                          std::memory_order_release);
+        }
       } else {
         (void)arg;
       }

@@ -44,6 +44,7 @@ public:
     is_cancelled_by,   // arg: an op_cancellation; whether it is this op's
     move_cancellation, // arg: a wait_list, or null; this op's cancellation handler
                        // reaches it there, or nothing
+    drop_cancellation, // the op's cancellation handler is being destroyed: forget it
     relocate           // arg: a relocation; the op moves there (only an inline op)
   };
   // Where action::relocate moves an op: into `buffer` (another owner's inline buffer),
@@ -100,6 +101,9 @@ public:
   // destroyed before then (a timer in a std::vector that grows): an emission in between
   // must not read the list (wheel_shard::cancel_op).
   void forget_owner() { func_(this, action::move_cancellation, nullptr); }
+  // The op's cancellation handler is being destroyed (the user's slot took another, or
+  // went; lock held): the op no longer writes to it.
+  void drop_cancellation() { func_(this, action::drop_cancellation, nullptr); }
 
 protected:
   explicit wheel_op(func_type f) noexcept : func_(f) {}

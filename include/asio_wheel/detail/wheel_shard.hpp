@@ -168,12 +168,27 @@ struct scheduled_wait_list : wait_list {
 // no op (a move assignment cancels first): the list is `shard`'s. `shard` never
 // changes: an emission, even one long after the op ended, takes its lock, as Asio's
 // own handlers reach their service (the context outlives the signals of its
-// operations). The handler object itself is never replaced while the op is pending, so
-// the emitting thread never sees it change under it.
+// operations).
+//
+// The op keeps a pointer to this handler (to re-point and clear `owner`), but the user
+// may destroy the handler while the op still waits: a second operation started on the
+// same slot replaces it, and so may clearing the slot or destroying the signal. So the
+// destructor, while `owner` names a list, takes the shard's lock and tells the op
+// (wheel_op::drop_cancellation): from then on the op writes nothing to the memory,
+// which the slot may be reusing for another operation's handler on another thread.
+// Once `owner` is null (the op left, or the context shut down), the destructor touches
+// nothing but `owner`: a signal may outlive its context.
 struct op_cancellation {
-  wheel_shard* shard;
-  wait_list* owner;
+  op_cancellation(wheel_shard& s, wait_list& list) noexcept : shard(&s), owner(&list) {}
+  op_cancellation(const op_cancellation&) = delete;
+  op_cancellation& operator=(const op_cancellation&) = delete;
+  ~op_cancellation(); // src/wheel_shard.cpp
+
   void operator()(net::cancellation_type type); // src/wheel_shard.cpp
+
+  wheel_shard* const shard;
+  // Written under the shard's lock only; atomic for the destructor's first look.
+  std::atomic<wait_list*> owner;
 };
 
 class wheel_shard {
@@ -488,6 +503,8 @@ public:
   // Per-operation cancellation: aborts the op whose cancellation handler is `c` if it
   // still waits on c.owner; false if not (handed over already, or `c` is stale).
   bool cancel_op(const op_cancellation& c);
+  // ~op_cancellation, while it names a list: the op waiting there forgets it.
+  void drop_cancellation(const op_cancellation& c) noexcept;
 
   // Counting for an owner that is pending without an op on a list (a cancel_after
   // deadline): the reverse of each other; false if max_pending refuses.
