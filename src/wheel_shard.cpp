@@ -141,20 +141,22 @@ void wheel_shard::move_list_locked(wait_list& from, wait_list& to) noexcept {
   assert(to.linked() == !to.ops.empty() && !from.linked());
 }
 
-ASIO_WHEEL_COLD void wheel_shard::forget_owners_locked(wait_list& list,
-                                                       wheel_op* moved) noexcept {
-  for (wheel_op& op : list.ops)
+ASIO_WHEEL_COLD void wheel_shard::forget_owners_locked(wait_list& list, wheel_op* moved,
+                                                       std::size_t most) noexcept {
+  std::size_t k = 0;
+  for (wheel_op& op : list.ops) {
+    if (k++ == most) break;
     if (&op != moved) op.forget_owner();
+  }
 }
 
 ASIO_WHEEL_COLD void wheel_shard::take_first_ops_locked(wait_list& list, op_queue& out,
-                                                        std::size_t most) {
+                                                        std::size_t most) noexcept {
   for (std::size_t k = 0; k < most; ++k) {
     wheel_op& leaving = list.ops.front();
     list.ops.pop_front();
     out.push_back(leaving);
   }
-  for (wheel_op& op : list.ops) op.move_cancellation(list);
 }
 
 void wheel_shard::move_entry_locked(due_entry& from, due_entry& to) noexcept {

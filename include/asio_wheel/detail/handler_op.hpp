@@ -230,9 +230,9 @@ private:
         auto alloc = rebind_alloc(op_recycling_allocator<void>());
         to = ::new (static_cast<void*>(std::allocator_traits<decltype(alloc)>::allocate(alloc, 1)))
             handler_op(std::move(*self));
-        // Out of the owner's buffer: leaving its list (wheel_op::relocate).
+        // Out of the owner's buffer, leaving its list (wheel_op::relocate).
         if constexpr (has_slot)
-          if (to->cancellation)
+          if (to->cancellation && r.leaving)
             to->cancellation->owner.store(nullptr, std::memory_order_release);
       }
       self->~handler_op();

@@ -52,6 +52,7 @@ public:
   // at its new place; the old one is destroyed.
   struct relocation {
     void* buffer = nullptr;
+    bool leaving = true; // with no buffer: whether the op leaves its list (see relocate)
     wheel_op* moved = nullptr;
   };
   // Returns, for action::complete, whether the step must end there: the handler was
@@ -77,11 +78,11 @@ public:
   // Moves the op (is_inline()) to `buffer`, or to memory of its own if null; returns
   // the op at its new place. Handlers that may live inline move without throwing; the
   // memory of its own may throw bad_alloc. Memory of its own is where an op goes as it
-  // leaves its list: its cancellation handler forgets the owner then (forget_owner),
-  // in the call that moves it, so that the storm's and the churn's inline ops pay no
-  // second call.
-  wheel_op& relocate(void* buffer) {
-    relocation r{buffer, nullptr};
+  // leaves its list (`leaving`; not when a batch ends before it): its cancellation
+  // handler forgets the owner then (forget_owner), in the call that moves it, so that
+  // the storm's and the churn's inline ops pay no second call.
+  wheel_op& relocate(void* buffer, bool leaving = true) {
+    relocation r{buffer, leaving, nullptr};
     func_(this, action::relocate, &r);
     return *r.moved;
   }

@@ -157,13 +157,14 @@ struct scheduled_wait_list : wait_list {
 // The per-operation cancellation handler of a pending op, installed in the handler's
 // cancellation slot. It reaches the op through the wait_list that owns it, looking the
 // op up by this handler's own address (as Asio's timers do), so an emission on a signal
-// whose op's memory was reused is a harmless no-op. `owner` is read and written only
-// under the shard's lock: when the owner moves (a timer move), move_list_locked
-// re-points it, and an emission racing the move on another thread finds the op in
-// whichever list holds it; when the op leaves the list (completed, aborted or
-// destroyed), it is cleared (wheel_op::forget_owner), so that an emission from then on,
-// before the handler runs or after, reads nothing of the owner, which may have moved
-// away or gone since (a timer in a std::vector that grows). So `owner` names a list
+// whose op's memory was reused is a harmless no-op. `owner` is written only under the
+// shard's lock, and read there (but for the destructor's first look, below): when the
+// owner moves (a timer move), move_list_locked re-points it, and an emission racing
+// the move on another thread finds the op in whichever list holds it; when the op
+// leaves the list (completed, aborted or destroyed), it is cleared, once and for good
+// (wheel_op::forget_owner), so that an emission from then on, before the handler runs
+// or after, reads nothing of the owner, which may have moved away or gone since (a
+// timer in a std::vector that grows). So `owner` names a list
 // only while the op is in it, and a list moves to another shard only while it holds
 // no op (a move assignment cancels first): the list is `shard`'s. `shard` never
 // changes: an emission, even one long after the op ended, takes its lock, as Asio's
@@ -456,25 +457,27 @@ public:
   }
   // Before an op leaves `list`: the op of `list` that lives in the owner's buffer, if
   // any, moves to memory of its own at its place in the queue; returns it there (null
-  // if there was none). Its cancellation handler forgets the list as it moves
-  // (wheel_op::relocate): a caller after which it still waits points it back. If the
+  // if there was none). If it is among the first `leaving` ops, which are to leave, its
+  // cancellation handler forgets the list as it moves (wheel_op::relocate). If the
   // move throws (bad_alloc), the queue is as it was, so that a cancel that throws
   // changes nothing and an expiry that throws loses no op.
-  wheel_op* own_inline_locked(wait_list& list);
+  wheel_op* own_inline_locked(wait_list& list, std::size_t leaving = SIZE_MAX);
   // The ops of `list` leave, in order, with `r`, into `out` (each in memory of its own),
   // at most `most` of them; returns how many. The list's place on the wheel is left as
   // it was: the caller's to change.
   std::size_t take_ops_locked(wait_list& list, op_queue& out, op_result r,
                               std::size_t most = SIZE_MAX);
-  // take_ops_locked's: the cancellation handlers of `list`'s ops but `moved` forget the
-  // list. Out of line, so that the common case, a timer's one wait in its buffer (W1's
-  // churn, W3's storm), which skips it, stays small enough to be inlined.
-  ASIO_WHEEL_COLD static void forget_owners_locked(wait_list& list, wheel_op* moved) noexcept;
+  // take_ops_locked's: the cancellation handlers of the first `most` ops of `list` but
+  // `moved` (which did as it moved) forget the list. Out of line, so that the common
+  // case, a timer's one wait in its buffer (W1's churn, W3's storm), which skips it,
+  // stays small enough to be inlined. Those that wait on keep theirs: never cleared
+  // and set again, for a handler's destructor may look at `owner` without the lock.
+  ASIO_WHEEL_COLD static void forget_owners_locked(wait_list& list, wheel_op* moved,
+                                                   std::size_t most) noexcept;
   // take_ops_locked's rare end, a batch that ends among one object's ops: the first
-  // `most` leave into `out`; the others, which wait on, point their cancellation
-  // handlers back at `list`.
+  // `most` leave into `out`.
   ASIO_WHEEL_COLD static void take_first_ops_locked(wait_list& list, op_queue& out,
-                                                    std::size_t most);
+                                                    std::size_t most) noexcept;
   // The oldest op of `list` (non-empty) leaves it, in memory of its own, its
   // cancellation handler forgetting the list; returns it. If the move out of the
   // owner's buffer throws, the list is as it was.
@@ -731,11 +734,11 @@ inline bool wheel_shard::admit(guard_type& guard, wait_list& list, wheel_op& op,
   return true;
 }
 
-inline wheel_op* wheel_shard::own_inline_locked(wait_list& list) {
+inline wheel_op* wheel_shard::own_inline_locked(wait_list& list, std::size_t leaving) {
   if (!list.holds_inline_op()) return nullptr;
   if (list.ops.single()) {
     // The common case (a timer's one wait): it moves, then the queue holds it there.
-    wheel_op& moved = list.ops.front().relocate(nullptr);
+    wheel_op& moved = list.ops.front().relocate(nullptr, leaving > 0);
     list.ops.clear();
     list.ops.push_back(moved);
     list.set_holds_inline_op(false);
@@ -744,7 +747,8 @@ inline wheel_op* wheel_shard::own_inline_locked(wait_list& list) {
   // The ops ahead of it go to `ahead` (almost always none: the inline op is a timer's
   // first wait), then it leaves the queue to move, and all goes back in order.
   op_queue ahead;
-  while (!list.ops.front().is_inline()) {
+  std::size_t place = 0; // the inline op's place in the queue
+  for (; !list.ops.front().is_inline(); ++place) {
     wheel_op& op = list.ops.front();
     list.ops.pop_front();
     ahead.push_back(op);
@@ -753,7 +757,7 @@ inline wheel_op* wheel_shard::own_inline_locked(wait_list& list) {
   list.ops.pop_front();
   wheel_op* moved = &pinned;
   try {
-    moved = &pinned.relocate(nullptr);
+    moved = &pinned.relocate(nullptr, place < leaving);
   } catch (...) {
     ahead.push_back(pinned); // relocate left it as it was
     ahead.append(list.ops);
@@ -799,15 +803,15 @@ inline void wheel_shard::complete_front_locked(wait_list& list, op_queue& out) {
 
 inline std::size_t wheel_shard::take_ops_locked(wait_list& list, op_queue& out, op_result r,
                                                 std::size_t most) {
-  // The op moving out of the owner's buffer forgets the list as it moves (relocate).
-  wheel_op* const moved = own_inline_locked(list);
+  // The op moving out of the owner's buffer, if it leaves, forgets the list as it moves
+  // (relocate).
+  wheel_op* const moved = own_inline_locked(list, most);
   // Every op's result, those that stay too (each is set again when it leaves): the
   // common case, all of them leaving, then pays one comparison more than without a
   // bound.
   std::size_t n = 0;
   for (wheel_op& op : list.ops) op.set_result(r), ++n;
-  // The others' cancellation handlers, those that stay too (take_first_ops_locked).
-  if (n != 1 || moved == nullptr) forget_owners_locked(list, moved);
+  if (n != 1 || moved == nullptr) forget_owners_locked(list, moved, most);
   if (n <= most) {
     out.append(list.ops);
     return n;
