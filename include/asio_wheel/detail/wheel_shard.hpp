@@ -164,12 +164,11 @@ struct scheduled_wait_list : wait_list {
 // leaves the list (completed, aborted or destroyed), it is cleared, once and for good
 // (wheel_op::forget_owner), so that an emission from then on, before the handler runs
 // or after, reads nothing of the owner, which may have moved away or gone since (a
-// timer in a std::vector that grows). So `owner` names a list
-// only while the op is in it, and a list moves to another shard only while it holds
-// no op (a move assignment cancels first): the list is `shard`'s. `shard` never
-// changes: an emission, even one long after the op ended, takes its lock, as Asio's
-// own handlers reach their service (the context outlives the signals of its
-// operations).
+// timer in a std::vector that grows). So `owner` names a list only while the op is in
+// it, and a list moves to another shard only while it holds no op (a move assignment
+// cancels first): the list is `shard`'s. `shard` never changes: an emission, even one
+// long after the op ended, takes its lock, as Asio's own handlers reach their service
+// (the context outlives the signals of its operations).
 //
 // The op keeps a pointer to this handler (to re-point and clear `owner`), but the user
 // may destroy the handler while the op still waits: a second operation started on the
