@@ -111,6 +111,33 @@ BOOST_AUTO_TEST_CASE(passed_expiry_completes_as_if_by_post_and_is_still_cancella
   BOOST_TEST(!r3.ec);
 }
 
+// The README's order for expiries that had passed when their waits started: all due at
+// once, after what was already due, timer by timer as each became due (a timer's waits
+// together, in start order); steady_timer would run b, the oldest expiry, first.
+BOOST_AUTO_TEST_CASE(waits_started_with_passed_expiries_complete_after_those_due_timer_by_timer) {
+  fixture f;
+  f.advance(10s);
+  std::vector<std::string> order;
+  auto note = [&order](const char* name) {
+    return [&order, name](error_code ec) {
+      BOOST_TEST(!ec);
+      order.push_back(name);
+    };
+  };
+  asio_wheel::timer c(f.io, 1ms);
+  c.async_wait(note("c"));
+  f.svc.advance(1ms); // c is due, not yet run
+  asio_wheel::timer a(f.io, f.svc.now() - 1s);
+  asio_wheel::timer b(f.io, f.svc.now() - 4s);
+  a.async_wait(note("a1"));
+  b.async_wait(note("b"));
+  a.async_wait(note("a2"));
+  BOOST_TEST(order.empty()); // never inside the initiating call
+  f.settle();
+  BOOST_TEST(order == (std::vector<std::string>{"c", "a1", "a2", "b"}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_wait_for_now_does_not_sit_a_rotation_in_a_processed_slot) {
   for (auto o : {manual_options(1, 16), manual_options()}) {
     fixture f(o);
