@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -153,6 +154,32 @@ BOOST_AUTO_TEST_CASE(socket_read_completes_in_time) {
   f.settle();
   BOOST_TEST(next.calls == 1);
   BOOST_TEST(!next.ec);
+}
+
+// use_future's handler names an executor; on Asio 1.22 it is a promise_executor, which
+// any_io_executor cannot hold: the deadline is then emitted on the operation's executor.
+BOOST_AUTO_TEST_CASE(use_future_is_cut_short_or_completes_in_time) {
+  fixture f;
+  std::array<char, 16> buf{};
+  std::future<std::size_t> read =
+      f.a.async_read_some(net::buffer(buf), cancel_after(10ms, net::use_future));
+  asio_wheel::timer t(f.io, 1h);
+  std::future<void> wait = t.async_wait(cancel_after(10ms, net::use_future));
+  asio_wheel::timer in_time(f.io, 5ms);
+  std::future<void> wait_in_time = in_time.async_wait(cancel_after(10ms, net::use_future));
+  f.advance(9ms);
+  BOOST_TEST((wait_in_time.wait_for(0s) == std::future_status::ready));
+  BOOST_CHECK_NO_THROW(wait_in_time.get());
+  BOOST_TEST((read.wait_for(0s) == std::future_status::timeout));
+  f.advance(1ms);
+  BOOST_TEST((read.wait_for(0s) == std::future_status::ready));
+  BOOST_TEST((wait.wait_for(0s) == std::future_status::ready));
+  auto aborted = [](const system_error& e) {
+    return e.code() == net::error::operation_aborted;
+  };
+  BOOST_CHECK_EXCEPTION(read.get(), system_error, aborted);
+  BOOST_CHECK_EXCEPTION(wait.get(), system_error, aborted);
+  BOOST_TEST(f.pending() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(async_read_composed_operation) {

@@ -223,9 +223,10 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
   if constexpr (has_get_executor<const Initiation>::value) {
     return init.get_executor();
   } else {
-    static_assert(names_an_executor_v<Handler>,
+    static_assert(names_an_io_executor_v<Handler>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
-                  "and the handler names none: bind one (bind_executor) to say "
+                  "and the handler names none that any_io_executor can hold (Asio "
+                  "1.22's use_future names one it cannot): bind one (bind_executor) to say "
                   "which context's wheel holds the deadline and where it is emitted. "
                   "(Older Asio's adapters, such as bind_executor, redirect_error or "
                   "as_tuple, hide the operation's executor when they wrap cancel_after: "
@@ -239,10 +240,11 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
 // Boost.Asio's cancel_after; with none, on the operation's I/O executor `io_ex`, whose
 // context holds the deadline. Also when the handler's executor belongs to another
 // context: a queued emission holds the deadline's shard, which goes with its own
-// context, and another context could keep the emission queued beyond that.
+// context, and another context could keep the emission queued beyond that. And for a
+// handler whose executor any_io_executor cannot hold (names_an_io_executor_v).
 template <class Handler>
 net::any_io_executor emission_executor(const Handler& h, net::any_io_executor&& io_ex) {
-  if constexpr (!names_an_executor_v<Handler>) {
+  if constexpr (!names_an_io_executor_v<Handler>) {
     return std::move(io_ex);
   } else {
     net::any_io_executor bound = net::get_associated_executor(h, io_ex);

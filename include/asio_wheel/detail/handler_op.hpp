@@ -409,6 +409,16 @@ inline constexpr bool names_an_executor_v =
     !std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
                     no_associated_executor>;
 
+// Whether a handler names an executor that any_io_executor can hold, which is what the
+// library keeps where it must store one (a cancel_after deadline's emission). Asio
+// 1.22's use_future names a promise_executor, which has no context property: such a
+// handler is treated there as naming none (the operation's I/O executor stands in).
+template <class Handler>
+inline constexpr bool names_an_io_executor_v =
+    names_an_executor_v<Handler> &&
+    std::is_convertible_v<net::associated_executor_t<Handler, no_associated_executor>,
+                          net::any_io_executor>;
+
 // Creates the operation for `handler`, to wait on `owner`, choosing inline delivery or
 // dispatch by the handler's associated executor (defaulting to `io_ex`). The op goes
 // into `inline_buffer` (the owner's, inline_op_bytes long, or null if none is free)
