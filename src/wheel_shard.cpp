@@ -236,7 +236,8 @@ void op_cancellation::operator()(net::cancellation_type type) {
 // ---- driving ----
 
 bool wheel_shard::disarm_wanted_locked() const noexcept {
-  return armed_ != never_tick && !wheel_.has_slotted() && !disarm_posted_ && executor_;
+  return armed_ != never_tick && (!wheel_.has_slotted() || stats_.pending == 0) &&
+         !disarm_posted_ && executor_;
 }
 
 void wheel_shard::driver_follows_nothrow_locked(const shard_entry& e, tick_t k) noexcept {
@@ -259,9 +260,9 @@ void wheel_shard::post_disarm_locked() noexcept {
     post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
-      if (shut_down_ || armed_ == never_tick || wheel_.has_slotted()) return;
-      armed_ = never_tick;
-      if (driver_) driver_->cancel();
+      if (shut_down_ || armed_ == never_tick || (wheel_.has_slotted() && stats_.pending != 0))
+        return;
+      disarm_locked();
     });
   } catch (...) {
     // The post threw (a user's executor; on an io_context it cannot). The disarm only
@@ -284,6 +285,13 @@ void wheel_shard::post_in_locked(post_memory& memory, F f) {
     net::post(executor_, std::move(f));
 }
 
+void wheel_shard::disarm_locked() {
+  arm_deferred_ = wheel_.has_slotted();
+  if (armed_ == never_tick) return;
+  armed_ = never_tick;
+  if (driver_) driver_->cancel();
+}
+
 void wheel_shard::arm_locked() {
   if (clock_.manual() || shut_down_ || !executor_) return;
   // An entry placed while a step collects, and the wheel behind the clock: armed now,
@@ -295,6 +303,12 @@ void wheel_shard::arm_locked() {
     return;
   }
   arm_owed_ = false;
+  if (stats_.pending == 0) {
+    // Nothing to wake for; what is slotted is armed for once something is pending.
+    disarm_locked();
+    return;
+  }
+  arm_deferred_ = false;
   const tick_t next = wheel_.next_slot_tick();
   if (next == armed_) return;
   if (next == never_tick) {

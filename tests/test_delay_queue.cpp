@@ -442,6 +442,52 @@ BOOST_AUTO_TEST_CASE(one_ticks_expiries_come_out_in_order_and_count_against_the_
   BOOST_TEST(got == sorted, boost::test_tools::per_element());
 }
 
+// Elements alone, with no take pending, do not keep run() from returning (an Asio I/O
+// object holds run() only while an operation of its own is pending): the driver is not
+// armed for them. A take started later arms it, also for elements pushed while the
+// driver was off, and gets them on time. run_for's bound only turns a regression into a
+// failure instead of an hour's wait.
+BOOST_AUTO_TEST_CASE(steady_elements_without_a_take_do_not_hold_run) {
+  asio::io_context io;
+  asio_wheel::install(io, asio_wheel::wheel_options{});
+  delay_queue<int> q(io);
+  q.push(1, 1h);
+  q.push(2, 1ms);
+  std::vector<int> got;
+  auto take = [&got](error_code ec, int v) {
+    if (!ec) got.push_back(v);
+  };
+  q.async_take(take);
+  io.run_for(60s);
+  BOOST_TEST(io.stopped()); // it ran out of work, not out of time
+  BOOST_TEST(got == (std::vector<int>{2}), boost::test_tools::per_element());
+
+  q.push(3, 5ms); // nothing pending: not armed for
+  io.restart();
+  io.run_for(60s);
+  BOOST_TEST(io.stopped());
+  q.async_take(take); // arms for element 3
+  io.restart();
+  io.run_for(60s);
+  BOOST_TEST(io.stopped());
+  BOOST_TEST(got == (std::vector<int>{2, 3}), boost::test_tools::per_element());
+
+  // A timer's wait pending far out: the driver is armed for it, and an element pushed
+  // meanwhile (earlier) keeps no take waiting once the wait is cancelled.
+  asio_wheel::timer t(io, 2h);
+  t.async_wait([](error_code) {});
+  q.push(4, 2ms);
+  q.async_take([&t, &take](error_code ec, int v) {
+    take(ec, v);
+    t.cancel(); // then only element 1 is left, with nothing pending
+  });
+  io.restart();
+  io.run_for(60s);
+  BOOST_TEST(io.stopped());
+  BOOST_TEST(got == (std::vector<int>{2, 3, 4}), boost::test_tools::per_element());
+  BOOST_TEST(q.size() == 1u);
+}
+
 // The same on the steady clock, where a step makes at most expiry_batch entries due and
 // can stop inside a tick (the manual clock's advance makes whole ticks due). The
 // hand-over did not wait for the rest of the tick: a take served meanwhile got a later

@@ -791,7 +791,9 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_cannot_be_dispatched_fires_a_t
   fail = true;       // and the emission's dispatch to the timer's executor fails
   BOOST_CHECK_THROW(io.poll(), std::bad_alloc);
   fail = false;
-  BOOST_TEST(svc.stats().pending == 1u); // the wait; its deadline is back on the wheel
+  // The wait, and its deadline back on the wheel, counted again (so that in steady mode
+  // the driver is armed for it).
+  BOOST_TEST(svc.stats().pending == 2u);
   next_step();
   BOOST_TEST(aborted + other == 0); // not within the same tick
 
@@ -838,6 +840,37 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_keeps_failing_is_tried_once_a_
   BOOST_TEST(aborted == 1);
   BOOST_TEST(other == 0);
   BOOST_TEST(svc.stats().pending == 0u);
+}
+
+// In steady mode, with nothing of the wheel's own pending but the deadline (a socket
+// read's): the deadline goes back for the next tick counted again, so that the driver,
+// which wakes the wheel for pending operations only, is armed for the retry. Uncounted,
+// the retry waited for a step that nothing brought, and the read was never cancelled.
+BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_with_nothing_else_pending) {
+  asio::io_context io{1};
+  asio_wheel::install(io, asio_wheel::wheel_options{});
+  bool fail = false, fail_work = false, drop = true;
+  int dropped = 0;
+  const asio::any_io_executor flaky =
+      flaky_executor{io.get_executor(), &fail, &fail_work, &drop, &dropped};
+  asio::local::stream_protocol::socket a(io), b(io);
+  asio::local::connect_pair(a, b);
+  char buf[4];
+  int calls = 0;
+  error_code got;
+  a.async_read_some(asio::buffer(buf),
+                    asio_wheel::cancel_after(2ms, asio::bind_executor(flaky, [&](error_code ec,
+                                                                                   std::size_t) {
+                                               ++calls;
+                                               got = ec;
+                                             })));
+  while (dropped == 0) io.run_one(); // the first emission, dropped unrun
+  drop = false;
+  io.run_for(60s); // the bound only turns a lost retry into a failure, not a hang
+  BOOST_TEST(io.stopped());
+  BOOST_TEST(calls == 1);
+  BOOST_TEST((got == asio::error::operation_aborted));
+  BOOST_TEST(dropped == 1);
 }
 
 // A push whose expiry has passed expires at once, and with a take waiting needs a step

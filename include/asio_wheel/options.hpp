@@ -68,7 +68,8 @@ struct wheel_stats {
   std::uint64_t wakeups = 0;      // times the driving steady_timer fired
   std::chrono::nanoseconds max_lateness{0}; // worst completion time - expiry seen
   // The start of the next wheel tick that holds a wait in a slot: when the driver next
-  // needs to wake (steady mode), or where advance() next finds work (manual mode).
+  // needs to wake while an operation is pending (steady mode), or where advance() next
+  // finds work (manual mode).
   // time_point::max() when nothing is in a slot (waits set to never cost no wake-up).
   std::chrono::steady_clock::time_point next_wakeup = std::chrono::steady_clock::time_point::max();
 };

@@ -284,8 +284,18 @@ private:
     {
       auto guard = shard_->lock();
       shut_down = shard_->shut_down_locked();
-      if (!done_ && !shut_down && !linked())
+      if (!done_ && !shut_down && !linked()) {
+        // Counted again, as when it was armed (the firing uncounted it): the driver
+        // wakes the wheel for pending operations only. Refused (max_pending), it waits
+        // for the next step that something else brings.
+        if (!counted_) {
+          try {
+            counted_ = shard_->count_pending_locked();
+          } catch (...) {
+          }
+        }
         shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
+      }
     }
     deferred_completion* c = end_firing();
     if (c) post_or_destroy(c, !shut_down);

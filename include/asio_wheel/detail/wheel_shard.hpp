@@ -349,8 +349,10 @@ public:
   void schedule_nothrow_locked(shard_entry& e, steady_time t) noexcept {
     const tick_t k = place_locked(e, t);
     // Out of line only when driver_follows_locked would do something: a push into a
-    // busy wheel stays inline.
-    if (e.is_due() ? !step_posted_ : k < armed_ || k == never_tick)
+    // busy wheel, or into one whose arming is deferred while nothing is pending, stays
+    // inline.
+    if (e.is_due() ? !step_posted_
+                   : arm_deferred_ ? stats_.pending != 0 : k < armed_ || k == never_tick)
       driver_follows_nothrow_locked(e, k);
   }
   // Links the unlinked `e` at the deadline tick it holds (wheel::relink), which its
@@ -558,18 +560,21 @@ private:
     return k;
   }
   // `e` was just placed for tick k: a step if it is due now, an earlier arming if it
-  // comes before the armed tick, a disarm when nothing is left in a slot.
+  // comes before the armed tick, a disarm when nothing is left in a slot. A deferred
+  // arming (arm_deferred_) left the driver disarmed, so that any tick but never_tick
+  // arms; an entry parked with no tick (a take) arms for what is slotted.
   void driver_follows_locked(const shard_entry& e, tick_t k) {
     if (e.is_due())
       post_step_locked();
     else if (k < armed_)
       arm_locked();
     else if (k == never_tick)
-      disarm_when_idle_locked();
+      arm_deferred_ ? arm_locked() : disarm_when_idle_locked();
   }
   // The same, swallowing what it throws (schedule_nothrow_locked).
   void driver_follows_nothrow_locked(const shard_entry& e, tick_t k) noexcept;
-  // The driver is armed with nothing in a slot, and no disarm is posted yet.
+  // The driver is armed with nothing in a slot, or with nothing pending (arm_deferred_),
+  // and no disarm is posted yet.
   bool disarm_wanted_locked() const noexcept;
   // Posts a disarm if disarm_wanted_locked(). Never throws: if the post does, the driver
   // stays armed, to fire once for nothing.
@@ -578,7 +583,11 @@ private:
   // run_step: a call there to disarm_when_idle_locked itself kept the compiler from
   // inlining it into unschedule_locked (5 instructions more a cancel in W1, callgrind).
   void post_disarm_locked() noexcept;
+  // Arms the driver for the wheel's next slotted tick while an operation is pending;
+  // with none, disarms it (arm_deferred_).
   void arm_locked();
+  // Disarms the driver at once; arm_deferred_ says whether something is left in a slot.
+  void disarm_locked();
   // Puts the entries parked until the tick's end (after_tick_) in the due list once
   // the wheel has finished that tick, finishing it first, at most due_limit due;
   // whether it did (else the tick is still unfinished).
@@ -649,6 +658,15 @@ private:
   // An arming put off while a step collected (arm_locked): the step's end, or the
   // next step's if it posts one, arms.
   bool arm_owed_ = false;
+  // The driver wakes the wheel for pending operations only (arm_locked): while none is
+  // pending, entries in slots (a delay_queue's elements, waiting for no take) are not
+  // armed for, so that they do not keep run() from returning. Set when the driver was
+  // disarmed with entries in slots (disarm_locked), so that armed_ is then never_tick;
+  // the first placement once an operation is pending arms (driver_follows_locked). An
+  // operation becomes pending only with a placement: its list, empty (so unlinked)
+  // while nothing was pending, is scheduled (admit), or its deadline is
+  // (deadline_state).
+  bool arm_deferred_ = false;
   // Entries parked until the wheel finishes its unfinished tick
   // (schedule_after_due_so_far_locked). Few: a delay queue's hand-over step each.
   std::vector<due_entry*> after_tick_;
