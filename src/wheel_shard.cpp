@@ -260,9 +260,9 @@ void wheel_shard::post_disarm_locked() noexcept {
     post_in_locked(disarm_memory_, [this] {
       auto guard = lock();
       disarm_posted_ = false;
-      if (shut_down_ || armed_ == never_tick || (wheel_.has_slotted() && stats_.pending != 0))
-        return;
-      disarm_locked();
+      // Asked again: an arming or an operation since may have made it moot. After
+      // shutdown the shard has no executor, so it is not wanted then either.
+      if (disarm_wanted_locked()) disarm_locked();
     });
   } catch (...) {
     // The post threw (a user's executor; on an io_context it cannot). The disarm only
@@ -312,8 +312,7 @@ void wheel_shard::arm_locked() {
   const tick_t next = wheel_.next_slot_tick();
   if (next == armed_) return;
   if (next == never_tick) {
-    armed_ = never_tick;
-    if (driver_) driver_->cancel();
+    disarm_locked(); // nothing in a slot: nothing deferred either
     return;
   }
   if (!driver_) driver_.emplace(executor_);

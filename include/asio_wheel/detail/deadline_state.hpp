@@ -122,11 +122,7 @@ public:
     {
       auto guard = shard_->lock();
       if (!done_ && !shard_->shut_down_locked()) {
-        try {
-          counted_ = shard_->count_pending_locked();
-        } catch (...) {
-          counted_ = false; // as if refused
-        }
+        count_locked();
         shard_->schedule_nothrow_locked(*this, counted_ ? t : steady_time::min());
         shard_->settle_moot_locked();
       }
@@ -238,6 +234,16 @@ private:
     deadline_state* s_;
   };
 
+  // Counts the deadline among the shard's pending operations (lock held). A count that
+  // throws (the tracked executor it may take) leaves it uncounted, as if refused.
+  void count_locked() noexcept {
+    try {
+      counted_ = shard_->count_pending_locked();
+    } catch (...) {
+      counted_ = false;
+    }
+  }
+
   void settle_count_locked(op_result r, wheel_shard::idle_action idle =
                                              wheel_shard::idle_action::now) noexcept {
     if (counted_) shard_->uncount_pending_locked(r, 1, idle);
@@ -288,12 +294,7 @@ private:
         // Counted again, as when it was armed (the firing uncounted it): the driver
         // wakes the wheel for pending operations only. Refused (max_pending), it waits
         // for the next step that something else brings.
-        if (!counted_) {
-          try {
-            counted_ = shard_->count_pending_locked();
-          } catch (...) {
-          }
-        }
+        if (!counted_) count_locked();
         shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
       }
     }
