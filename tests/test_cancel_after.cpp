@@ -9,6 +9,7 @@
 #include "manual_clock.hpp"
 
 #include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/delay_queue.hpp>
 #include <asio_wheel/timer.hpp>
 
 #include <array>
@@ -1026,4 +1027,30 @@ BOOST_AUTO_TEST_CASE(steady_handler_that_throws_still_settles_the_shard) {
   p.run_until_idle();
   BOOST_TEST(p.io.stopped());
   BOOST_TEST(p.svc.stats().wakeups == 0u);
+}
+
+// A read that completes in time, its handler bound to a thread that does not run the
+// context: the deadline ends there, settling at once. It left the driver armed for the
+// deadline's tick: its disarm check ran before the deadline was uncounted, and saw an
+// operation still pending beside a slotted delay_queue element. run() was then held
+// until the driver fired (10 s here, at this deadline's slot), though an element with no
+// take must not hold it (an outside review, session 47).
+BOOST_AUTO_TEST_CASE(steady_a_deadline_ended_off_the_context_lets_run_return) {
+  steady_pair p;
+  asio_wheel::delay_queue<int> q(p.io);
+  q.push(1, 1h); // no take: holds neither run() nor the driver
+  net::thread_pool pool(1);
+  std::atomic<int> reads{0};
+  p.read_one(net::bind_executor(pool, [&](error_code ec, std::size_t) {
+    BOOST_TEST(!ec);
+    ++reads;
+  }));
+  net::write(p.b, net::buffer("x", 1));
+  p.run_until_idle();
+  pool.join();
+  BOOST_TEST(p.io.stopped()); // it ran out of work, not out of time
+  BOOST_TEST(reads.load() == 1);
+  BOOST_TEST(p.svc.stats().pending == 0u);
+  BOOST_TEST(p.svc.stats().wakeups == 0u);
+  BOOST_TEST(q.size() == 1u);
 }

@@ -156,8 +156,11 @@ public:
           shard_->unschedule_settling_later_locked(*this);
           settle_count_locked(op_result::aborted, wheel_shard::idle_action::settle_later);
         } else {
-          shard_->unschedule_locked(*this);
+          // Uncounted first: the unschedule's disarm check must see the shard left with
+          // nothing pending, or the driver stays armed for this deadline's tick, and
+          // holds run(), when only delay_queue elements with no take remain slotted.
           settle_count_locked(op_result::aborted);
+          shard_->unschedule_locked(*this);
         }
       }
       if (!f.wait) last = drop_ref_locked();
