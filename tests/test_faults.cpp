@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -405,14 +406,16 @@ struct flaky_executor {
     return *this;
   }
   // While *drop is set, what it is given is destroyed unrun (an executor whose owner
-  // stops it, say), and counted in *dropped.
+  // stops it, say), and counted in *dropped; *on_drop, if given, runs first.
   const bool* drop = nullptr;
   int* dropped = nullptr;
+  const std::function<void()>* on_drop = nullptr;
   template <class F>
   void execute(F&& f) const {
     if (*fail) throw std::bad_alloc();
     if (drop && *drop) {
       ++*dropped;
+      if (on_drop) (*on_drop)();
       return;
     }
     const auto never = asio::require(inner, asio::execution::blocking.never);
@@ -871,6 +874,51 @@ BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_with_nothing_else_pend
   BOOST_TEST(calls == 1);
   BOOST_TEST((got == asio::error::operation_aborted));
   BOOST_TEST(dropped == 1);
+}
+
+// The same when max_pending is full as the deadline goes back: a wait on the other
+// shard took the place its firing gave up. The retry is counted past the limit (it was
+// admitted once). Refused, it sat uncounted in a slot of a shard with nothing pending,
+// whose driver was therefore disarmed, and the read was never cancelled (a suspicion of
+// an outside review, session 47).
+BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_past_a_full_max_pending) {
+  asio::io_context io{1};
+  asio_wheel::wheel_options o;
+  o.shards = 2; // by thread: this thread's shard and another's
+  o.max_pending = 1;
+  auto& svc = asio_wheel::install(io, o);
+  std::optional<asio_wheel::timer> other_shard;
+  std::thread([&] { other_shard.emplace(io); }).join();
+  bool fail = false, fail_work = false, drop = true;
+  int dropped = 0, other_aborted = 0;
+  const std::function<void()> fill_the_limit = [&] {
+    drop = false;
+    other_shard->expires_after(1h);
+    other_shard->async_wait([&](error_code ec) { other_aborted += ec == asio::error::operation_aborted; });
+  };
+  const asio::any_io_executor flaky =
+      flaky_executor{io.get_executor(), &fail, &fail_work, &drop, &dropped, &fill_the_limit};
+  asio::local::stream_protocol::socket a(io), b(io);
+  asio::local::connect_pair(a, b);
+  char buf[4];
+  int calls = 0;
+  error_code got;
+  a.async_read_some(asio::buffer(buf),
+                    asio_wheel::cancel_after(2ms, asio::bind_executor(flaky, [&](error_code ec,
+                                                                                   std::size_t) {
+                                               ++calls;
+                                               got = ec;
+                                               other_shard->cancel();
+                                             })));
+  while (dropped == 0) io.run_one(); // the first emission, dropped unrun
+  BOOST_TEST(svc.stats().pending == 2u); // the wait, and the retry past the limit
+  io.run_for(60s); // the bound only turns a lost retry into a failure, not a hang
+  BOOST_TEST(io.stopped());
+  BOOST_TEST(calls == 1);
+  BOOST_TEST((got == asio::error::operation_aborted));
+  BOOST_TEST(dropped == 1);
+  BOOST_TEST(other_aborted == 1);
+  BOOST_TEST(svc.stats().pending == 0u);
 }
 
 // A push whose expiry has passed expires at once, and with a take waiting needs a step

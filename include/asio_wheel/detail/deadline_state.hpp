@@ -239,9 +239,9 @@ private:
 
   // Counts the deadline among the shard's pending operations (lock held). A count that
   // throws (the tracked executor it may take) leaves it uncounted, as if refused.
-  void count_locked() noexcept {
+  void count_locked(wheel_shard::limit l = wheel_shard::limit::applies) noexcept {
     try {
-      counted_ = shard_->count_pending_locked();
+      counted_ = shard_->count_pending_locked(l);
     } catch (...) {
       counted_ = false;
     }
@@ -295,9 +295,11 @@ private:
       shut_down = shard_->shut_down_locked();
       if (!done_ && !shut_down && !linked()) {
         // Counted again, as when it was armed (the firing uncounted it): the driver
-        // wakes the wheel for pending operations only. Refused (max_pending), it waits
-        // for the next step that something else brings.
-        if (!counted_) count_locked();
+        // wakes the wheel for pending operations only. Past max_pending too: it was
+        // admitted once, and refused it would wait for a step that nothing might bring
+        // (with its shard's last operation gone and the limit filled on another shard).
+        // Only a count that throws (a user's executor's tracked work) leaves it so.
+        if (!counted_) count_locked(wheel_shard::limit::exempt);
         shard_->schedule_nothrow_locked(*this, shard_->next_tick_time_locked());
       }
     }

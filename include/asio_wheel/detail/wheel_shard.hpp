@@ -515,8 +515,12 @@ public:
   void drop_cancellation(const op_cancellation& c) noexcept;
 
   // Counting for an owner that is pending without an op on a list (a cancel_after
-  // deadline): the reverse of each other; false if max_pending refuses.
-  bool count_pending_locked();
+  // deadline): the reverse of each other; false if max_pending refuses. A deadline
+  // counted once already (its emission retried: deadline_state::give_back_unrun) is
+  // `exempt` from the limit: refused, it would sit in a slot that the driver, which
+  // wakes the wheel for pending operations only, might never wake for.
+  enum class limit { applies, exempt };
+  bool count_pending_locked(limit l = limit::applies);
   // What an uncount that leaves nothing pending does: drop the context's work now, or
   // keep it until settle_idle(), which the caller promises to call.
   enum class idle_action { now, settle_later };
@@ -685,13 +689,15 @@ private:
 
 // ---- inline: the members on every wait's path (start, expire, cancel) ----
 
-inline bool wheel_shard::count_pending_locked() {
+inline bool wheel_shard::count_pending_locked(limit l) {
   // A pending wait is outstanding work of the context, as with steady_timer: held as
   // one tracked executor while anything is pending (and, after an uncount that settles
   // later, until settle_idle). Taken first: if that throws, nothing is counted.
   const bool takes_work = stats_.pending == 0 && work_ == nullptr;
   if (takes_work) work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
-  if (options_.max_pending != 0) {
+  if (options_.max_pending != 0 && l == limit::exempt) {
+    pending_total_.fetch_add(1, std::memory_order_relaxed);
+  } else if (options_.max_pending != 0) {
     // One limit over all shards: claim a place in the service's count.
     std::size_t n = pending_total_.load(std::memory_order_relaxed);
     do {
