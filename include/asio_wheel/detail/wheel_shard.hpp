@@ -515,12 +515,12 @@ public:
   void drop_cancellation(const op_cancellation& c) noexcept;
 
   // Counting for an owner that is pending without an op on a list (a cancel_after
-  // deadline): the reverse of each other; false if max_pending refuses. A deadline
-  // counted once already (its emission retried: deadline_state::give_back_unrun) is
-  // `exempt` from the limit: refused, it would sit in a slot that the driver, which
-  // wakes the wheel for pending operations only, might never wake for.
-  enum class limit { applies, exempt };
-  bool count_pending_locked(limit l = limit::applies);
+  // deadline): the reverse of each other; false if max_pending refuses.
+  bool count_pending_locked();
+  // The same past max_pending, for a deadline counted once already (its emission
+  // retried: deadline_state::give_back_unrun): refused, it would sit in a slot that the
+  // driver, which wakes the wheel for pending operations only, might never wake for.
+  void count_pending_past_limit_locked();
   // What an uncount that leaves nothing pending does: drop the context's work now, or
   // keep it until settle_idle(), which the caller promises to call.
   enum class idle_action { now, settle_later };
@@ -545,6 +545,9 @@ public:
   void shutdown();
 
 private:
+  // count_pending_locked's first part: takes the context's work if nothing is pending
+  // and nothing holds it yet; whether it did.
+  bool take_work_locked();
   // Why a step runs.
   enum class step_cause { driver_fired, posted };
 
@@ -689,15 +692,19 @@ private:
 
 // ---- inline: the members on every wait's path (start, expire, cancel) ----
 
-inline bool wheel_shard::count_pending_locked(limit l) {
+inline bool wheel_shard::take_work_locked() {
   // A pending wait is outstanding work of the context, as with steady_timer: held as
   // one tracked executor while anything is pending (and, after an uncount that settles
-  // later, until settle_idle). Taken first: if that throws, nothing is counted.
+  // later, until settle_idle). Taken before the count: if that throws, nothing is
+  // counted.
   const bool takes_work = stats_.pending == 0 && work_ == nullptr;
   if (takes_work) work_ = net::prefer(executor_, net::execution::outstanding_work.tracked);
-  if (options_.max_pending != 0 && l == limit::exempt) {
-    pending_total_.fetch_add(1, std::memory_order_relaxed);
-  } else if (options_.max_pending != 0) {
+  return takes_work;
+}
+
+inline bool wheel_shard::count_pending_locked() {
+  const bool takes_work = take_work_locked();
+  if (options_.max_pending != 0) {
     // One limit over all shards: claim a place in the service's count.
     std::size_t n = pending_total_.load(std::memory_order_relaxed);
     do {
@@ -710,6 +717,12 @@ inline bool wheel_shard::count_pending_locked(limit l) {
   }
   ++stats_.pending;
   return true;
+}
+
+inline void wheel_shard::count_pending_past_limit_locked() {
+  take_work_locked();
+  if (options_.max_pending != 0) pending_total_.fetch_add(1, std::memory_order_relaxed);
+  ++stats_.pending;
 }
 
 inline void wheel_shard::uncount_pending_locked(op_result r, std::size_t n,
