@@ -845,35 +845,60 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_whose_emission_keeps_failing_is_tried_once_a_
   BOOST_TEST(svc.stats().pending == 0u);
 }
 
-// In steady mode, with nothing of the wheel's own pending but the deadline (a socket
-// read's): the deadline goes back for the next tick counted again, so that the driver,
-// which wakes the wheel for pending operations only, is armed for the retry. Uncounted,
-// the retry waited for a step that nothing brought, and the read was never cancelled.
-BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_with_nothing_else_pending) {
+namespace {
+
+// In steady mode, a socket read with a 2 ms deadline whose handler is bound to a
+// flaky_executor: the deadline's first emission is dropped unrun (on_drop then runs; by
+// default it lets later ones through), and its retry must still cancel the read.
+struct dropped_emission_read {
   asio::io_context io{1};
-  asio_wheel::install(io, asio_wheel::wheel_options{});
+  asio_wheel::wheel_service& svc;
+  asio::local::stream_protocol::socket a{io}, b{io};
   bool fail = false, fail_work = false, drop = true;
-  int dropped = 0;
-  const asio::any_io_executor flaky =
-      flaky_executor{io.get_executor(), &fail, &fail_work, &drop, &dropped};
-  asio::local::stream_protocol::socket a(io), b(io);
-  asio::local::connect_pair(a, b);
-  char buf[4];
-  int calls = 0;
+  int dropped = 0, calls = 0;
   error_code got;
-  a.async_read_some(asio::buffer(buf),
-                    asio_wheel::cancel_after(2ms, asio::bind_executor(flaky, [&](error_code ec,
-                                                                                   std::size_t) {
-                                               ++calls;
-                                               got = ec;
-                                             })));
-  while (dropped == 0) io.run_one(); // the first emission, dropped unrun
-  drop = false;
-  io.run_for(60s); // the bound only turns a lost retry into a failure, not a hang
-  BOOST_TEST(io.stopped());
-  BOOST_TEST(calls == 1);
-  BOOST_TEST((got == asio::error::operation_aborted));
-  BOOST_TEST(dropped == 1);
+  std::function<void()> on_drop = [this] { drop = false; };
+  std::function<void()> on_read = [] {};
+  char buf[4] = {};
+
+  explicit dropped_emission_read(const asio_wheel::wheel_options& o)
+      : svc(asio_wheel::install(io, o)) {
+    asio::local::connect_pair(a, b);
+  }
+  // Starts the read and runs until its first emission has been dropped.
+  void start() {
+    const asio::any_io_executor flaky =
+        flaky_executor{io.get_executor(), &fail, &fail_work, &drop, &dropped, &on_drop};
+    a.async_read_some(asio::buffer(buf),
+                      asio_wheel::cancel_after(2ms, asio::bind_executor(flaky, [this](error_code ec,
+                                                                                     std::size_t) {
+                                                 ++calls;
+                                                 got = ec;
+                                                 on_read();
+                                               })));
+    while (dropped == 0) io.run_one();
+  }
+  // Runs out the context: the retry cancels the read, once, and nothing is left.
+  void check_the_retry_cancels_the_read() {
+    io.run_for(60s); // the bound only turns a lost retry into a failure, not a hang
+    BOOST_TEST(io.stopped());
+    BOOST_TEST(calls == 1);
+    BOOST_TEST((got == asio::error::operation_aborted));
+    BOOST_TEST(dropped == 1);
+    BOOST_TEST(svc.stats().pending == 0u);
+  }
+};
+
+} // namespace
+
+// With nothing of the wheel's own pending but the deadline: it goes back for the next
+// tick counted again, so that the driver, which wakes the wheel for pending operations
+// only, is armed for the retry. Uncounted, the retry waited for a step that nothing
+// brought, and the read was never cancelled.
+BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_with_nothing_else_pending) {
+  dropped_emission_read r{asio_wheel::wheel_options{}};
+  r.start();
+  r.check_the_retry_cancels_the_read();
 }
 
 // The same when max_pending is full as the deadline goes back: a wait on the other
@@ -882,43 +907,23 @@ BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_with_nothing_else_pend
 // whose driver was therefore disarmed, and the read was never cancelled (a suspicion of
 // an outside review, session 47).
 BOOST_AUTO_TEST_CASE(steady_a_dropped_emission_is_retried_past_a_full_max_pending) {
-  asio::io_context io{1};
   asio_wheel::wheel_options o;
   o.shards = 2; // by thread: this thread's shard and another's
   o.max_pending = 1;
-  auto& svc = asio_wheel::install(io, o);
+  dropped_emission_read r{o};
   std::optional<asio_wheel::timer> other_shard;
-  std::thread([&] { other_shard.emplace(io); }).join();
-  bool fail = false, fail_work = false, drop = true;
-  int dropped = 0, other_aborted = 0;
-  const std::function<void()> fill_the_limit = [&] {
-    drop = false;
+  std::thread([&] { other_shard.emplace(r.io); }).join();
+  int other_aborted = 0;
+  r.on_drop = [&] {
+    r.drop = false;
     other_shard->expires_after(1h);
     other_shard->async_wait([&](error_code ec) { other_aborted += ec == asio::error::operation_aborted; });
   };
-  const asio::any_io_executor flaky =
-      flaky_executor{io.get_executor(), &fail, &fail_work, &drop, &dropped, &fill_the_limit};
-  asio::local::stream_protocol::socket a(io), b(io);
-  asio::local::connect_pair(a, b);
-  char buf[4];
-  int calls = 0;
-  error_code got;
-  a.async_read_some(asio::buffer(buf),
-                    asio_wheel::cancel_after(2ms, asio::bind_executor(flaky, [&](error_code ec,
-                                                                                   std::size_t) {
-                                               ++calls;
-                                               got = ec;
-                                               other_shard->cancel();
-                                             })));
-  while (dropped == 0) io.run_one(); // the first emission, dropped unrun
-  BOOST_TEST(svc.stats().pending == 2u); // the wait, and the retry past the limit
-  io.run_for(60s); // the bound only turns a lost retry into a failure, not a hang
-  BOOST_TEST(io.stopped());
-  BOOST_TEST(calls == 1);
-  BOOST_TEST((got == asio::error::operation_aborted));
-  BOOST_TEST(dropped == 1);
+  r.on_read = [&] { other_shard->cancel(); };
+  r.start();
+  BOOST_TEST(r.svc.stats().pending == 2u); // the wait, and the retry past the limit
+  r.check_the_retry_cancels_the_read();
   BOOST_TEST(other_aborted == 1);
-  BOOST_TEST(svc.stats().pending == 0u);
 }
 
 // A push whose expiry has passed expires at once, and with a take waiting needs a step
