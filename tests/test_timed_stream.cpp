@@ -462,6 +462,35 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_cancels_that_operation_only) {
 
 // ---- one operation per direction ----
 
+// A read whose handler is destroyed without running (bound to a thread pool that was
+// stopped, and then destroyed with the completion queued): its direction is free again
+// and the wait released, as after a completion. Before, every later read failed with
+// already_started, the wait stayed pending (holding run() on the steady clock), and its
+// deadline then closed a stream with nothing in flight (an outside review, session 47).
+BOOST_AUTO_TEST_CASE(a_read_whose_handler_is_destroyed_unrun_frees_its_direction) {
+  fixture f;
+  f.s.expires_after(2s);
+  auto pool = std::make_unique<asio::thread_pool>(1);
+  pool->stop();
+  int calls = 0;
+  f.s.async_read_some(asio::buffer(f.in),
+                      asio::bind_executor(*pool, [&calls](error_code, std::size_t) { ++calls; }));
+  asio::write(f.peer, asio::buffer("x", 1));
+  f.settle();   // the read completes: its handler is queued on the stopped pool
+  pool.reset(); // and destroyed there unrun
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(f.pending() == 0u); // the wait released
+  outcome later;
+  f.read(later);
+  asio::write(f.peer, asio::buffer("y", 1));
+  f.settle();
+  BOOST_TEST(later.calls == 1);
+  BOOST_TEST(!later.ec);
+  BOOST_TEST(later.n == 1u);
+  f.advance(1h);
+  BOOST_TEST(f.s.socket().is_open()); // nothing in flight timed out
+}
+
 BOOST_AUTO_TEST_CASE(a_second_operation_of_one_direction_fails_and_a_zero_byte_one_succeeds) {
   fixture f;
   f.s.expires_after(1s);

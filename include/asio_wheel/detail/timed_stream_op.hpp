@@ -27,12 +27,26 @@ public:
   timed_stream_handler(H&& h, std::shared_ptr<State> state, stream_direction d)
       : handler_(std::forward<H>(h)), state_(std::move(state)), direction_(d) {}
 
-  timed_stream_handler(timed_stream_handler&&) = default;
+  timed_stream_handler(timed_stream_handler&&) = default; // the moved-from has no state
   timed_stream_handler& operator=(timed_stream_handler&&) = delete;
+  // Destroyed without being invoked (its executor dropped it: a thread pool stopped and
+  // destroyed with the completion queued, say): the direction is freed and the wait
+  // released all the same, as after a completion, on the thread that destroys it, as
+  // Beast's stream does. Otherwise every later operation of the direction failed with
+  // already_started, and the wait held the context's work until its deadline closed a
+  // stream with nothing in flight. A handler that ran, or was moved from, has no state.
+  ~timed_stream_handler() {
+    if (!state_) return;
+    error_code unused;
+    state_->end(direction_, unused);
+    state_->after_upcall();
+  }
 
   void operator()(error_code ec, std::size_t bytes_transferred) {
-    // state_ keeps the state alive across the upcall, which may destroy the stream.
-    State& state = *state_;
+    // Taken out of state_, so that the destructor knows the handler ran; held here, it
+    // keeps the state alive across the upcall, which may destroy the stream.
+    const std::shared_ptr<State> held = std::move(state_);
+    State& state = *held;
     state.end(direction_, ec);
     // Whatever the handler does (returns or throws), the wait is released if nothing
     // started from it needs it.
