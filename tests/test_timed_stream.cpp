@@ -23,6 +23,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -117,6 +118,7 @@ struct scripted_stream {
   template <class Buffers, class Handler>
   void async_read_some(const Buffers&, Handler&& h) {
     ++reads_started;
+    if (throw_on_read) throw std::runtime_error("next layer"); // the handler not taken
     read = std::make_unique<stored_op_impl<std::decay_t<Handler>>>(std::forward<Handler>(h), ex);
   }
   template <class Buffers, class Handler>
@@ -142,6 +144,7 @@ struct scripted_stream {
   asio::any_io_executor ex;
   std::unique_ptr<stored_op> read, write;
   int reads_started = 0, writes_started = 0, closes = 0;
+  bool throw_on_read = false;
 };
 
 using scripted_timed_stream = asio_wheel::basic_timed_stream<scripted_stream>;
@@ -489,6 +492,29 @@ BOOST_AUTO_TEST_CASE(a_read_whose_handler_is_destroyed_unrun_frees_its_direction
   BOOST_TEST(later.n == 1u);
   f.advance(1h);
   BOOST_TEST(f.s.socket().is_open()); // nothing in flight timed out
+}
+
+// A next layer that throws from its read before taking the handler: the read throws to
+// its caller, and the wrapped handler, destroyed unrun, frees the direction (once) and
+// releases the wait, so the next read starts.
+BOOST_AUTO_TEST_CASE(a_next_layer_that_throws_leaves_the_direction_free) {
+  scripted_fixture f;
+  f.s.expires_after(1s);
+  f.next().throw_on_read = true;
+  outcome thrown;
+  BOOST_CHECK_THROW(f.s.async_read_some(asio::buffer(f.buf), thrown.handler()), std::runtime_error);
+  f.next().throw_on_read = false;
+  f.settle();
+  BOOST_TEST(thrown.calls == 0);
+  BOOST_TEST(f.pending() == 0u);
+  outcome later;
+  f.s.async_read_some(asio::buffer(f.buf), later.handler());
+  BOOST_TEST(f.next().reads_started == 2);
+  f.next().complete_read(3);
+  f.settle();
+  BOOST_TEST(later.calls == 1);
+  BOOST_TEST(!later.ec);
+  BOOST_TEST(later.n == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(a_second_operation_of_one_direction_fails_and_a_zero_byte_one_succeeds) {

@@ -111,17 +111,23 @@ void start_stream_op(const std::shared_ptr<State>& sp, Handler&& handler, const 
     complete_now(net::error::already_started); // the caller's error
     return;
   }
-  try {
-    timed_stream_handler<std::decay_t<Handler>, State> wrapped(std::forward<Handler>(handler), sp,
-                                                              Direction);
-    if constexpr (Direction == stream_direction::read) {
-      state.next_layer().async_read_some(buffers, std::move(wrapped));
-    } else {
-      state.next_layer().async_write_some(buffers, std::move(wrapped));
+  // Once built, the wrapped handler holds the direction: invoked, or destroyed unrun (by
+  // a next layer that throws before taking it, say), it frees it. Only its construction
+  // (the user's handler's move) is undone here. Undone again after the next layer threw,
+  // the direction would be freed twice, or freed under a handler the layer kept.
+  timed_stream_handler<std::decay_t<Handler>, State> wrapped = [&] {
+    try {
+      return timed_stream_handler<std::decay_t<Handler>, State>(std::forward<Handler>(handler),
+                                                                sp, Direction);
+    } catch (...) {
+      state.abandon(Direction);
+      throw;
     }
-  } catch (...) {
-    state.abandon(Direction);
-    throw;
+  }();
+  if constexpr (Direction == stream_direction::read) {
+    state.next_layer().async_read_some(buffers, std::move(wrapped));
+  } else {
+    state.next_layer().async_write_some(buffers, std::move(wrapped));
   }
 }
 

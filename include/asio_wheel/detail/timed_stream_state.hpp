@@ -275,7 +275,8 @@ public:
     if (wait_pending_) cancel_wait();
   }
 
-  // The next layer refused an operation begin() let through (it threw).
+  // An operation begin() let through could not be given to the next layer: its handler
+  // could not be wrapped (its move threw). Once wrapped, the handler frees the direction.
   void abandon(stream_direction d) noexcept {
     dirs_[index(d)].pending = false;
     after_upcall();

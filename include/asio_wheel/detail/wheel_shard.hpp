@@ -367,7 +367,8 @@ public:
   // Unlinks `e` (no effect if it is not linked). Never throws, so that a cancel that
   // throws has changed nothing and clean-up can call it: if the disarm's post throws (a
   // user's executor; on an io_context it cannot), the driver is left armed, to fire
-  // once for nothing.
+  // once for nothing. Called after the operations leaving are uncounted: its disarm
+  // check asks whether anything is pending, and nothing asks again after an uncount.
   void unschedule_locked(shard_entry& e) noexcept;
   // The same, but what the shard does on being left idle waits for settle_idle(): see
   // uncount_pending_locked's `idle`.
