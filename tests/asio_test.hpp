@@ -36,6 +36,15 @@ using experimental::deferred_t;
 #define ASIO_WHEEL_TEST_COROUTINES 0
 #endif
 
+// Networking TS executors (io_context::strand, the polymorphic asio::executor), which
+// Asio keeps unless told not to.
+#if !defined(ASIO_NO_TS_EXECUTORS) && !defined(BOOST_ASIO_NO_TS_EXECUTORS) && \
+    !defined(ASIO_NO_EXTENSIONS) && !defined(BOOST_ASIO_NO_EXTENSIONS)
+#define ASIO_WHEEL_TEST_TS_EXECUTORS 1
+#else
+#define ASIO_WHEEL_TEST_TS_EXECUTORS 0
+#endif
+
 using asio_wheel::error_code;
 using asio_wheel::system_error; // boost::system::system_error or std::system_error
 

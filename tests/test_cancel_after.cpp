@@ -700,16 +700,17 @@ namespace {
 // lets an operation do outside its initiating function, or, with `inline_completion`,
 // by invoking the handler there and then. The cancellation handler records whether it
 // ran in `strand`.
+template <class Strand = net::strand<net::io_context::executor_type>>
 struct operation_dispatching_on_cancellation {
   net::io_context::executor_type io_ex;
-  net::strand<net::io_context::executor_type> strand;
+  Strand strand;
   bool* cancelled_in_strand;
   bool inline_completion = false;
 
   struct initiation {
     using executor_type = net::io_context::executor_type;
     executor_type io_ex;
-    net::strand<net::io_context::executor_type> strand;
+    Strand strand;
     bool* cancelled_in_strand;
     bool inline_completion;
 
@@ -793,7 +794,7 @@ BOOST_AUTO_TEST_CASE(the_deadline_is_emitted_in_the_handlers_strand) {
   auto strand = net::make_strand(f.io);
   bool cancelled_in_strand = false, handled_in_strand = false;
   outcome o;
-  operation_dispatching_on_cancellation op{f.io.get_executor(), strand, &cancelled_in_strand};
+  operation_dispatching_on_cancellation<> op{f.io.get_executor(), strand, &cancelled_in_strand};
   op.async_start(cancel_after(10ms, net::bind_executor(strand, [&](error_code ec) {
                                 handled_in_strand = strand.running_in_this_thread();
                                 record(o)(ec);
@@ -807,6 +808,31 @@ BOOST_AUTO_TEST_CASE(the_deadline_is_emitted_in_the_handlers_strand) {
   BOOST_TEST(f.pending() == 0u);
 }
 
+#if ASIO_WHEEL_TEST_TS_EXECUTORS
+// The same with a legacy strand (io_context::strand, a Networking TS executor): the
+// deadline was emitted on the I/O executor, outside the strand, since the library kept
+// only an emission executor that any_io_executor could hold.
+BOOST_AUTO_TEST_CASE(the_deadline_is_emitted_in_the_handlers_legacy_strand) {
+  fixture f;
+  net::io_context::strand strand(f.io);
+  bool cancelled_in_strand = false, handled_in_strand = false;
+  outcome o;
+  operation_dispatching_on_cancellation<net::io_context::strand> op{f.io.get_executor(), strand,
+                                                                    &cancelled_in_strand};
+  op.async_start(cancel_after(10ms, net::bind_executor(strand, [&](error_code ec) {
+                                handled_in_strand = strand.running_in_this_thread();
+                                record(o)(ec);
+                              })));
+  f.svc.advance(10ms);
+  f.io.poll();
+  BOOST_TEST(o.calls == 1);
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST(cancelled_in_strand);
+  BOOST_TEST(handled_in_strand);
+  BOOST_TEST(f.pending() == 0u);
+}
+#endif
+
 // A handler bound to another context, its operation completing inside the emission (on
 // the operation's context): the completion, put off until the emission ends, still runs on the
 // handler's executor, not where the emission ran.
@@ -815,7 +841,7 @@ BOOST_AUTO_TEST_CASE(a_completion_put_off_runs_on_the_handlers_own_context) {
   asio_wheel_test::manual_context other;
   outcome o;
   bool cancelled_in_strand = false;
-  operation_dispatching_on_cancellation op{f.io.get_executor(), net::make_strand(f.io),
+  operation_dispatching_on_cancellation<> op{f.io.get_executor(), net::make_strand(f.io),
                                            &cancelled_in_strand, true};
   op.async_start(cancel_after(
       10ms, net::bind_executor(other.io, [&](error_code ec) { record(o)(ec); })));

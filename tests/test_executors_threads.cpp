@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -354,6 +355,142 @@ BOOST_AUTO_TEST_CASE(a_thread_pool_with_strands_joins_once_the_timers_are_gone) 
   pool.join();
   BOOST_TEST(wrong_place.load() == 0);
 }
+
+// ---- 4: Networking TS executors ----
+
+// A Networking TS executor of the test's own (context, on_work_started/finished,
+// dispatch/post/defer), which Asio accepts wherever it takes an executor, as
+// steady_timer does. It counts the work it is told of and what it is given, and hands
+// each function to its io_context. Any Asio has it: io_context::strand and
+// asio::executor, the TS executors Asio ships, go when TS executors are turned off.
+class counting_ts_executor {
+public:
+  struct counts {
+    int work = 0; // started minus finished
+    int dispatched = 0;
+    int posted = 0; // post and defer
+  };
+
+  counting_ts_executor(asio::io_context& io, counts& c) noexcept : io_(&io), counts_(&c) {}
+
+  asio::io_context& context() const noexcept { return *io_; }
+  void on_work_started() const noexcept { ++counts_->work; }
+  void on_work_finished() const noexcept { --counts_->work; }
+  template <class Function, class Allocator>
+  void dispatch(Function&& f, const Allocator&) const {
+    ++counts_->dispatched;
+    asio::dispatch(io_->get_executor(), std::forward<Function>(f));
+  }
+  template <class Function, class Allocator>
+  void post(Function&& f, const Allocator&) const {
+    ++counts_->posted;
+    asio::post(io_->get_executor(), std::forward<Function>(f));
+  }
+  template <class Function, class Allocator>
+  void defer(Function&& f, const Allocator&) const {
+    ++counts_->posted;
+    asio::defer(io_->get_executor(), std::forward<Function>(f));
+  }
+
+  friend bool operator==(const counting_ts_executor& a, const counting_ts_executor& b) noexcept {
+    return a.io_ == b.io_ && a.counts_ == b.counts_;
+  }
+  friend bool operator!=(const counting_ts_executor& a, const counting_ts_executor& b) noexcept {
+    return !(a == b);
+  }
+
+private:
+  asio::io_context* io_;
+  counts* counts_;
+};
+static_assert(asio::is_executor<counting_ts_executor>::value);
+static_assert(!asio::execution::is_executor<counting_ts_executor>::value);
+
+// A handler bound to a TS executor (it did not compile: the library asked every
+// executor for outstanding_work.tracked): each operation counts as work on it while it
+// is pending, and its handler is dispatched through it, once.
+BOOST_AUTO_TEST_CASE(a_handler_bound_to_a_ts_executor_runs_through_it_holding_its_work) {
+  fixture f;
+  counting_ts_executor::counts counts;
+  const counting_ts_executor ex(f.io, counts);
+  asio_wheel::timer t(f.io, 1ms);
+  asio_wheel::delay_queue<int> q(f.io);
+  asio_wheel::periodic_timer p(f.io, 1ms);
+  int calls = 0;
+  t.async_wait(asio::bind_executor(ex, [&](error_code ec) { calls += !ec; }));
+  q.push(7, 1ms);
+  q.async_take(asio::bind_executor(ex, [&](error_code ec, int v) { calls += !ec && v == 7; }));
+  p.async_tick(asio::bind_executor(ex, [&](error_code ec, std::size_t) { calls += !ec; }));
+  f.settle();
+  BOOST_TEST(counts.work == 3);
+  BOOST_TEST(counts.dispatched == 0);
+  f.advance(1ms);
+  BOOST_TEST(calls == 3);
+  BOOST_TEST(counts.dispatched == 3);
+  BOOST_TEST(counts.work == 0);
+  // Aborted, the same.
+  t.expires_after(1ms);
+  t.async_wait(asio::bind_executor(ex, [&](error_code ec) { calls += ec == aborted; }));
+  BOOST_TEST(counts.work == 1);
+  t.cancel();
+  f.settle();
+  BOOST_TEST(calls == 4);
+  BOOST_TEST(counts.work == 0);
+}
+
+#if ASIO_WHEEL_TEST_TS_EXECUTORS
+// Asio's own TS executors, as a bound handler's executor: each handler runs in its
+// legacy strand, or through the polymorphic executor.
+BOOST_AUTO_TEST_CASE(a_handler_bound_to_a_legacy_strand_runs_in_it) {
+  fixture f;
+  asio::io_context::strand strand(f.io);
+  asio_wheel::timer t(f.io, 1ms);
+  asio_wheel::delay_queue<int> q(f.io);
+  asio_wheel::periodic_timer p(f.io, 1ms);
+  int in_strand = 0, polymorphic = 0;
+  t.async_wait(asio::bind_executor(strand, [&](error_code ec) {
+    in_strand += !ec && strand.running_in_this_thread();
+  }));
+  q.push(7, 1ms);
+  q.async_take(asio::bind_executor(strand, [&](error_code ec, int) {
+    in_strand += !ec && strand.running_in_this_thread();
+  }));
+  p.async_tick(asio::bind_executor(strand, [&](error_code ec, std::size_t) {
+    in_strand += !ec && strand.running_in_this_thread();
+  }));
+  asio_wheel::timer u(f.io, 1ms);
+  u.async_wait(asio::bind_executor(asio::executor(f.io.get_executor()),
+                                   [&](error_code ec) { polymorphic += !ec; }));
+  f.advance(1ms);
+  BOOST_TEST(in_strand == 3);
+  BOOST_TEST(polymorphic == 1);
+  BOOST_TEST(f.io.stopped()); // no work left behind
+}
+
+// I/O objects whose executor is a legacy strand (basic_waitable_timer takes one): their
+// handlers run in it, and the service, which they are the first to use, runs its own
+// steps on the context's plain executor, so that another object's plain handler runs
+// outside the strand (the query of a TS executor's context did not compile).
+BOOST_AUTO_TEST_CASE(io_objects_on_a_legacy_strand_run_their_handlers_in_it) {
+  fixture f;
+  asio::io_context::strand strand(f.io);
+  asio_wheel::basic_timer<asio::io_context::strand> t(strand, 1ms);
+  asio_wheel::basic_delay_queue<int, asio::io_context::strand> q(strand);
+  asio_wheel::basic_periodic_timer<asio::io_context::strand> p(strand, 1ms);
+  asio_wheel::timer plain(f.io, 1ms);
+  int in_strand = 0, plain_outside = 0;
+  t.async_wait([&](error_code ec) { in_strand += !ec && strand.running_in_this_thread(); });
+  q.push(7, 1ms);
+  q.async_take([&](error_code ec, int) { in_strand += !ec && strand.running_in_this_thread(); });
+  p.async_tick(
+      [&](error_code ec, std::size_t) { in_strand += !ec && strand.running_in_this_thread(); });
+  plain.async_wait([&](error_code ec) { plain_outside += !ec && !strand.running_in_this_thread(); });
+  f.advance(1ms);
+  BOOST_TEST(in_strand == 3);
+  BOOST_TEST(plain_outside == 1);
+  BOOST_TEST(f.io.stopped());
+}
+#endif
 
 // ---- open questions: cancellation racing a move, the UNSAFE hint ----
 

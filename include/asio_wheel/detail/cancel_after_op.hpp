@@ -8,6 +8,7 @@
 #include <asio_wheel/detail/context_executor.hpp>
 #include <asio_wheel/detail/deadline_state.hpp>
 #include <asio_wheel/detail/handler_op.hpp>
+#include <asio_wheel/detail/legacy_executor.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
 
 #include <memory>
@@ -221,7 +222,7 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
 template <class Initiation, class Handler>
 net::any_io_executor deadline_executor(const Initiation& init, const Handler& h) {
   if constexpr (has_get_executor<const Initiation>::value) {
-    return init.get_executor();
+    return standard_executor(init.get_executor());
   } else {
     static_assert(names_an_io_executor_v<Handler>,
                   "asio_wheel::cancel_after/cancel_at: the operation has no I/O executor "
@@ -231,7 +232,7 @@ net::any_io_executor deadline_executor(const Initiation& init, const Handler& h)
                   "(Older Asio's adapters, such as bind_executor, redirect_error or "
                   "as_tuple, hide the operation's executor when they wrap cancel_after: "
                   "put them inside it, cancel_after(d, bind_executor(ex, handler)).)");
-    return net::get_associated_executor(h);
+    return standard_executor(net::get_associated_executor(h));
   }
 }
 
@@ -247,7 +248,7 @@ net::any_io_executor emission_executor(const Handler& h, net::any_io_executor&& 
   if constexpr (!names_an_io_executor_v<Handler>) {
     return std::move(io_ex);
   } else {
-    net::any_io_executor bound = net::get_associated_executor(h, io_ex);
+    net::any_io_executor bound = standard_executor(net::get_associated_executor(h, io_ex));
     if (&net::query(bound, net::execution::context) != &net::query(io_ex, net::execution::context))
       return std::move(io_ex);
     return bound;

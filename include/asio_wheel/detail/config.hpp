@@ -27,6 +27,7 @@
 #include <asio/execution.hpp>
 #include <asio/execution_context.hpp>
 #include <asio/io_context.hpp>
+#include <asio/is_executor.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 #include <asio/query.hpp>
@@ -70,6 +71,7 @@ using system_error = std::system_error;
 #include <boost/asio/execution.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/is_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>

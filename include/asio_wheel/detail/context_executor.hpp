@@ -8,7 +8,8 @@
 // The executor returned here tracks no work, is not a strand, and refers only to the
 // context, which outlives its services.
 //
-// How it is found, by the executor's static type:
+// How it is found, by the executor's static type (a Networking TS executor comes here
+// wrapped in legacy_executor, whose context is its own context()):
 //   - the context its executor reports (query(ex, execution::context)) has
 //     get_executor() (io_context, thread_pool, any concrete context): that executor;
 //   - a strand: the executor it wraps, recursively;

@@ -18,6 +18,7 @@
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_OP_HPP
 
+#include <asio_wheel/detail/legacy_executor.hpp>
 #include <asio_wheel/detail/op_memory.hpp>
 #include <asio_wheel/detail/wheel_op.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
@@ -409,18 +410,21 @@ inline constexpr bool names_an_executor_v =
     !std::is_same_v<net::associated_executor_t<Handler, no_associated_executor>,
                     no_associated_executor>;
 
-// Whether a handler names an executor that any_io_executor can hold, which is what the
-// library keeps where it must store one (a cancel_after deadline's emission). Asio
+// Whether a handler names an executor that any_io_executor can hold (a TS executor
+// wrapped by standard_executor), which is what the library keeps where it must store
+// one (a cancel_after deadline's emission). Asio
 // 1.22's use_future names a promise_executor, which has no context property: such a
 // handler is treated there as naming none (the operation's I/O executor stands in).
 template <class Handler>
 inline constexpr bool names_an_io_executor_v =
     names_an_executor_v<Handler> &&
-    std::is_convertible_v<net::associated_executor_t<Handler, no_associated_executor>,
-                          net::any_io_executor>;
+    std::is_convertible_v<
+        standard_executor_t<net::associated_executor_t<Handler, no_associated_executor>>,
+        net::any_io_executor>;
 
 // Creates the operation for `handler`, to wait on `owner`, choosing inline delivery or
-// dispatch by the handler's associated executor (defaulting to `io_ex`). The op goes
+// dispatch by the handler's associated executor (defaulting to `io_ex`; a TS executor
+// is wrapped by standard_executor, and tracks its work as on_work_started). The op goes
 // into `inline_buffer` (the owner's, inline_op_bytes long, or null if none is free)
 // when its type may live there.
 template <class Base, class Handler, class IoExecutor>
@@ -443,9 +447,9 @@ Base* make_handler_op(Handler&& handler, wheel_shard& shard, wait_list& owner,
   // Most handlers name no executor: then decide on io_ex itself, without the copy of
   // it (an any_io_executor) that get_associated_executor would return.
   if constexpr (!names_an_executor_v<handler_t>)
-    return create(io_ex);
+    return create(standard_executor(io_ex));
   else
-    return create(net::get_associated_executor(handler, io_ex));
+    return create(standard_executor(net::get_associated_executor(handler, io_ex)));
 }
 
 } // namespace asio_wheel::detail

@@ -49,6 +49,7 @@
 
 #include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/context_executor.hpp>
+#include <asio_wheel/detail/legacy_executor.hpp>
 
 // Only the stream needs Asio's socket and buffer headers; they are included here rather
 // than in config.hpp so that the timers' translation units do not pay for them.
@@ -184,8 +185,8 @@ public:
       : next_(std::forward<Args>(next_layer_args)...),
         timer_(executor_type(next_.get_executor())),
         service_(&net::use_service<wheel_service>(
-            net::query(timer_.get_executor(), net::execution::context))),
-        plain_(context_executor(timer_.get_executor())) {}
+            net::query(standard_executor(timer_.get_executor()), net::execution::context))),
+        plain_(context_executor(standard_executor(timer_.get_executor()))) {}
 
   // The same on `ex`: a moved stream keeps its executor (a strand stays that strand,
   // which the handlers already started on it share with the stream's timeouts).
@@ -195,8 +196,8 @@ public:
       : next_(std::forward<Args>(next_layer_args)...),
         timer_(executor_type(std::forward<Ex>(ex))),
         service_(&net::use_service<wheel_service>(
-            net::query(timer_.get_executor(), net::execution::context))),
-        plain_(context_executor(timer_.get_executor())) {}
+            net::query(standard_executor(timer_.get_executor()), net::execution::context))),
+        plain_(context_executor(standard_executor(timer_.get_executor()))) {}
 
   timed_stream_state(const timed_stream_state&) = delete;
   timed_stream_state& operator=(const timed_stream_state&) = delete;

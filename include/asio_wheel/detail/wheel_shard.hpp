@@ -52,6 +52,7 @@
 #define ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
 
 #include <asio_wheel/detail/context_executor.hpp>
+#include <asio_wheel/detail/legacy_executor.hpp>
 #include <asio_wheel/detail/post_memory.hpp>
 #include <asio_wheel/detail/shard_mutex.hpp>
 #include <asio_wheel/detail/wheel.hpp>
@@ -955,11 +956,13 @@ inline wheel_shard& shard_of(net::execution_context& ctx) {
 
 // The shard of `ex`'s execution context that an I/O object constructed now lives on
 // (the service is created with defaults if the context has none), with the context's
-// plain executor given to it.
+// plain executor given to it. A TS executor (io_context::strand) is asked through
+// standard_executor.
 template <class Executor>
 wheel_shard& shard_for(const Executor& ex) {
-  wheel_shard& shard = shard_of(net::query(ex, net::execution::context));
-  if (!shard.has_context_executor()) shard.use_context_executor(context_executor(ex));
+  const auto& standard = standard_executor(ex);
+  wheel_shard& shard = shard_of(net::query(standard, net::execution::context));
+  if (!shard.has_context_executor()) shard.use_context_executor(context_executor(standard));
   return shard;
 }
 
