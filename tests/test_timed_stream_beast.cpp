@@ -1,8 +1,9 @@
 // asio_wheel::basic_timed_stream under Beast: http::async_read/async_write (a slow
 // header times out), websocket::stream over it (with the two teardown overloads a user
 // provides for any next layer), and, when OpenSSL is found, ssl::stream on both sides of
-// it: ssl::stream<timed_stream> and basic_timed_stream<ssl::stream<tcp::socket>>. All on
-// the manual clock, over loopback TCP.
+// it: ssl::stream<timed_stream> and basic_timed_stream<ssl::stream<tcp::socket>>; and
+// Beast's test stream as the next layer. All on the manual clock, over loopback TCP
+// (the test stream over memory).
 // asio_wheel: requires Boost
 #define BOOST_TEST_MODULE timed_stream_beast
 #include <boost/test/unit_test.hpp>
@@ -12,6 +13,7 @@
 
 #include <asio_wheel/timed_stream.hpp>
 
+#include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -139,6 +141,35 @@ BOOST_AUTO_TEST_CASE(a_slow_header_times_out_the_http_read) {
   BOOST_TEST(calls == 1);
   BOOST_TEST(read_ec == timeout);
   BOOST_TEST(!f.server.socket().is_open());
+}
+
+// Beast's test stream, the next layer Beast users test with, closes with close() alone
+// (it has no close(ec), and names itself its lowest layer): a timeout closes it. It did
+// not compile: the timed stream asked every next layer for close(ec).
+BOOST_AUTO_TEST_CASE(a_next_layer_with_close_alone_is_closed_by_a_timeout) {
+  asio_wheel_test::manual_context f;
+  asio_wheel::basic_timed_stream<beast::test::stream> stream(f.io);
+  beast::test::stream peer(f.io);
+  stream.next_layer().connect(peer);
+  stream.expires_after(50ms);
+  std::array<char, 4> data{};
+  int calls = 0;
+  error_code read_ec;
+  stream.async_read_some(asio::buffer(data), [&](error_code ec, std::size_t n) {
+    ++calls;
+    read_ec = ec;
+    BOOST_TEST(n == 0u);
+  });
+  f.advance(49ms);
+  BOOST_TEST(calls == 0);
+  f.advance(1ms);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(read_ec == timeout);
+  // The peer sees the close: its read ends with eof.
+  error_code peer_ec;
+  peer.async_read_some(asio::buffer(data), [&](error_code ec, std::size_t) { peer_ec = ec; });
+  f.settle();
+  BOOST_TEST(peer_ec == asio::error::eof);
 }
 
 BOOST_AUTO_TEST_CASE(websocket_over_the_timed_stream) {

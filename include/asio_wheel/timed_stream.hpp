@@ -5,8 +5,10 @@
 //   boost::beast::http::async_read(s, buffer, request, handler);  // or net::async_read, ...
 //
 // An AsyncReadStream and AsyncWriteStream over any next layer that is one (a TCP or
-// local socket, an ssl::stream), usable under Beast's http and websocket, inside or
-// around an ssl::stream, and with net::async_read/async_write. It needs no Beast header.
+// local socket, an ssl::stream, Beast's test stream) and that can be closed (close(ec)
+// or close(), its own or its lowest or next layer's), usable under Beast's http and
+// websocket, inside or around an ssl::stream, and with net::async_read/async_write. It
+// needs no Beast header.
 //
 // Semantics, as Beast's basic_stream:
 // - expires_after/expires_at/expires_never set the deadline of the reads and writes

@@ -89,10 +89,24 @@ struct has_cancel_ec<T,
     : std::true_type {};
 
 template <class T, class = void>
+struct has_close : std::false_type {};
+template <class T>
+struct has_close<T, std::void_t<decltype(std::declval<T&>().close())>> : std::true_type {};
+
+template <class T, class = void>
+struct has_cancel : std::false_type {};
+template <class T>
+struct has_cancel<T, std::void_t<decltype(std::declval<T&>().cancel())>> : std::true_type {};
+
+// A lowest_layer() of another type than T's own (a test stream names itself its
+// lowest layer: asking it again would never end).
+template <class T, class = void>
 struct has_lowest_layer : std::false_type {};
 template <class T>
 struct has_lowest_layer<T, std::void_t<decltype(std::declval<T&>().lowest_layer())>>
-    : std::true_type {};
+    : std::bool_constant<!std::is_same_v<
+          std::remove_cv_t<std::remove_reference_t<decltype(std::declval<T&>().lowest_layer())>>,
+          T>> {};
 
 template <class T, class = void>
 struct has_next_layer : std::false_type {};
@@ -108,14 +122,20 @@ struct is_basic_stream_socket<net::basic_stream_socket<Protocol, Executor>> : st
 template <class>
 inline constexpr bool dependent_false = false;
 
-// Closes the layer that owns the connection: the layer's own close(ec) (a socket),
-// else its lowest layer's (ssl::stream), else its next layer's, recursively. Errors are
-// ignored: the point is to make pending operations complete.
+// Closes the layer that owns the connection: the layer's own close(ec) (a socket) or
+// close() (Beast's test stream), else its lowest layer's (ssl::stream), else its next
+// layer's, recursively. Errors are ignored, thrown ones too: the point is to make
+// pending operations complete.
 template <class Layer>
 void close_layer(Layer& layer) noexcept {
   error_code ignored;
   if constexpr (has_close_ec<Layer>::value) {
     layer.close(ignored);
+  } else if constexpr (has_close<Layer>::value) {
+    try {
+      layer.close();
+    } catch (...) {
+    }
   } else if constexpr (has_lowest_layer<Layer>::value) {
     close_layer(layer.lowest_layer());
   } else if constexpr (has_next_layer<Layer>::value) {
@@ -123,16 +143,22 @@ void close_layer(Layer& layer) noexcept {
   } else {
     static_assert(dependent_false<Layer>,
                   "asio_wheel::basic_timed_stream: the next layer has neither close(error_code&) "
-                  "nor a lowest_layer()/next_layer() that has one");
+                  "nor close(), nor a lowest_layer()/next_layer() that has one");
   }
 }
 
-// The same for cancel(ec): pending operations complete with operation_aborted.
+// The same for cancel(ec) or cancel(): pending operations complete with
+// operation_aborted.
 template <class Layer>
 void cancel_layer(Layer& layer) noexcept {
   error_code ignored;
   if constexpr (has_cancel_ec<Layer>::value) {
     layer.cancel(ignored);
+  } else if constexpr (has_cancel<Layer>::value) {
+    try {
+      layer.cancel();
+    } catch (...) {
+    }
   } else if constexpr (has_lowest_layer<Layer>::value) {
     cancel_layer(layer.lowest_layer());
   } else if constexpr (has_next_layer<Layer>::value) {
@@ -140,7 +166,7 @@ void cancel_layer(Layer& layer) noexcept {
   } else {
     static_assert(dependent_false<Layer>,
                   "asio_wheel::basic_timed_stream: the next layer has neither cancel(error_code&) "
-                  "nor a lowest_layer()/next_layer() that has one");
+                  "nor cancel(), nor a lowest_layer()/next_layer() that has one");
   }
 }
 
