@@ -192,8 +192,8 @@ struct cancel_after_handler<Handler>::deferred final : deferred_completion {
   // handler that names none), else through dispatch: a handler bound to another
   // context, whose deadline is emitted on the operation's context.
   static void invoke_on_its_executor(cancel_after_handler&& h, std::tuple<Args...>&& a) {
-    auto call = [](cancel_after_handler& handler, std::tuple<Args...>& args) {
-      std::apply([&handler](auto&&... v) { std::move(handler)(std::move(v)...); }, std::move(args));
+    auto call = [](cancel_after_handler& target, std::tuple<Args...>& values) {
+      std::apply([&target](auto&&... v) { std::move(target)(std::move(v)...); }, std::move(values));
     };
     if constexpr (!names_an_executor_v<Handler>) {
       call(h, a);
