@@ -490,6 +490,44 @@ BOOST_AUTO_TEST_CASE(io_objects_on_a_legacy_strand_run_their_handlers_in_it) {
   BOOST_TEST(plain_outside == 1);
   BOOST_TEST(f.io.stopped());
 }
+
+// The first use of the wheel a cancel_after on an operation whose I/O executor is a
+// legacy strand (a steady_timer on one): the deadline's executor, erased, was not seen
+// through, so the service took the strand for its steps, and a plain handler of any
+// other timer ran inside it.
+BOOST_AUTO_TEST_CASE(a_first_cancel_after_on_a_legacy_strand_leaves_the_steps_outside_it) {
+  fixture f;
+  asio::io_context::strand strand(f.io);
+  asio::basic_waitable_timer<std::chrono::steady_clock,
+                             asio::wait_traits<std::chrono::steady_clock>,
+                             asio::io_context::strand>
+      op(strand, std::chrono::hours(1));
+  int cancelled_in_strand = 0, plain_outside = 0;
+  op.async_wait(asio_wheel::cancel_after(2ms, [&](error_code ec) {
+    cancelled_in_strand += ec == aborted && strand.running_in_this_thread();
+  }));
+  asio_wheel::timer plain(f.io, 1ms);
+  plain.async_wait([&](error_code ec) { plain_outside += !ec && !strand.running_in_this_thread(); });
+  f.advance(1ms);
+  BOOST_TEST(plain_outside == 1);
+  f.advance(1ms);
+  BOOST_TEST(cancelled_in_strand == 1);
+}
+
+// The same for an I/O object on the polymorphic executor holding a legacy strand: its
+// context is only an execution_context, so its target is looked at.
+BOOST_AUTO_TEST_CASE(a_first_object_on_a_polymorphic_executor_leaves_the_steps_outside_its_strand) {
+  fixture f;
+  asio::io_context::strand strand(f.io);
+  asio_wheel::basic_timer<asio::executor> t(asio::executor(strand), 1ms);
+  asio_wheel::timer plain(f.io, 1ms);
+  int in_strand = 0, plain_outside = 0;
+  t.async_wait([&](error_code ec) { in_strand += !ec && strand.running_in_this_thread(); });
+  plain.async_wait([&](error_code ec) { plain_outside += !ec && !strand.running_in_this_thread(); });
+  f.advance(1ms);
+  BOOST_TEST(in_strand == 1);
+  BOOST_TEST(plain_outside == 1);
+}
 #endif
 
 // ---- open questions: cancellation racing a move, the UNSAFE hint ----

@@ -392,7 +392,7 @@ struct flaky_executor {
   const bool* fail;
 
   asio::execution_context& query(asio::execution::context_t) const noexcept {
-    return inner.context();
+    return asio::query(inner, asio::execution::context);
   }
   static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
     return asio::execution::blocking.never;

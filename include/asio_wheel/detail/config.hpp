@@ -26,7 +26,9 @@
 #include <asio/error.hpp>
 #include <asio/execution.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/executor.hpp>
 #include <asio/io_context.hpp>
+#include <asio/io_context_strand.hpp>
 #include <asio/is_executor.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
@@ -70,7 +72,9 @@ using system_error = std::system_error;
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/io_context_strand.hpp>
 #include <boost/asio/is_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>

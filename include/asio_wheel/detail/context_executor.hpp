@@ -13,10 +13,13 @@
 //   - the context its executor reports (query(ex, execution::context)) has
 //     get_executor() (io_context, thread_pool, any concrete context): that executor;
 //   - a strand: the executor it wraps, recursively;
+//   - Asio's polymorphic TS executor (net::executor): its target, when that is an
+//     io_context's or thread_pool's executor or a strand (either kind) of one;
 //   - any_io_executor (whose context is only known as execution_context&): its target,
 //     after dropping tracked work and other preferences, when that is one of the
 //     above over io_context or thread_pool: their executors, a strand of one, a strand
-//     of such a strand, or a strand of an any_io_executor (recursively);
+//     of such a strand, a strand of an any_io_executor (recursively), or a TS executor
+//     of Asio's (an io_context::strand, a polymorphic executor);
 //   - otherwise (a user's executor type inside an any_io_executor, or one of Asio's
 //     with an allocator of the user's): that executor with work untracked, the one
 //     case where steps run on an executor of the user's. execution_context is not
@@ -26,6 +29,7 @@
 #define ASIO_WHEEL_DETAIL_CONTEXT_EXECUTOR_HPP
 
 #include <asio_wheel/detail/config.hpp>
+#include <asio_wheel/detail/legacy_executor.hpp>
 
 #include <type_traits>
 #include <typeinfo>
@@ -93,11 +97,43 @@ inline net::any_io_executor context_executor_of_erased(
       context_executor_of_target<net::strand<net::strand<pool_executor>>>(plain, out) ||
       context_executor_of_target<net::strand<net::any_io_executor>>(plain, out))
     return out;
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+  if (context_executor_of_target<legacy_executor<net::io_context::strand>>(plain, out) ||
+      context_executor_of_target<legacy_executor<net::executor>>(plain, out))
+    return out;
+#endif
   return plain;
 }
 
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+// The polymorphic TS executor: true, with `out` set, if its target is a `Candidate`.
+template <class Candidate>
+bool context_executor_of_target(const net::executor& ex, net::any_io_executor& out) {
+  const Candidate* target = ex.target<Candidate>();
+  if (target) out = context_executor(standard_executor(*target));
+  return target != nullptr;
+}
+
+// Its context is only an execution_context&: its target tells.
+inline bool context_executor_of_polymorphic(const net::executor& ex, net::any_io_executor& out) {
+  using io_executor = net::io_context::executor_type;
+  using pool_executor = net::thread_pool::executor_type;
+  return context_executor_of_target<io_executor>(ex, out) ||
+         context_executor_of_target<pool_executor>(ex, out) ||
+         context_executor_of_target<net::io_context::strand>(ex, out) ||
+         context_executor_of_target<net::strand<io_executor>>(ex, out) ||
+         context_executor_of_target<net::strand<pool_executor>>(ex, out);
+}
+#endif
+
 template <class Executor>
 net::any_io_executor context_executor(const Executor& ex) {
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+  if constexpr (std::is_same_v<Executor, legacy_executor<net::executor>>) {
+    net::any_io_executor out;
+    if (context_executor_of_polymorphic(ex.legacy(), out)) return out;
+  }
+#endif
   auto& context = net::query(ex, net::execution::context);
   using context_type = std::remove_reference_t<decltype(context)>;
   if constexpr (has_get_executor<context_type>::value)

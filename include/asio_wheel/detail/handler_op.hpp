@@ -35,15 +35,16 @@
 namespace asio_wheel::detail {
 
 // True when `ex` is the plain executor of the io_context that `shard` belongs to: then a
-// handler may run inline in the shard's step, as Asio runs such handlers inline.
+// handler may run inline in the shard's step, as Asio runs such handlers inline. (The
+// context is queried: io_context's executor has no context() with TS executors off.)
 template <class Executor>
 bool runs_inline(const Executor& ex, const wheel_shard& shard) noexcept {
   using plain = net::io_context::executor_type;
   if constexpr (std::is_same_v<Executor, plain>) {
-    return &ex.context() == &shard.context();
+    return &net::query(ex, net::execution::context) == &shard.context();
   } else if constexpr (std::is_same_v<Executor, net::any_io_executor>) {
     const plain* p = target_of<plain>(ex);
-    return p != nullptr && &p->context() == &shard.context();
+    return p != nullptr && &net::query(*p, net::execution::context) == &shard.context();
   } else {
     return false;
   }

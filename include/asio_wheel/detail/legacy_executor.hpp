@@ -22,6 +22,19 @@
 #include <type_traits>
 #include <utility>
 
+// Whether Asio has its own TS executors, io_context::strand and the polymorphic
+// net::executor (not with TS executors or extensions turned off).
+#if defined(ASIO_WHEEL_STANDALONE)
+#if !defined(ASIO_NO_TS_EXECUTORS) && !defined(ASIO_NO_EXTENSIONS)
+#define ASIO_WHEEL_HAS_TS_EXECUTORS 1
+#endif
+#elif !defined(BOOST_ASIO_NO_TS_EXECUTORS) && !defined(BOOST_ASIO_NO_EXTENSIONS)
+#define ASIO_WHEEL_HAS_TS_EXECUTORS 1
+#endif
+#ifndef ASIO_WHEEL_HAS_TS_EXECUTORS
+#define ASIO_WHEEL_HAS_TS_EXECUTORS 0
+#endif
+
 namespace asio_wheel::detail {
 
 // Whether Executor is a Networking TS executor and not a standard one. (Asio's own
