@@ -528,6 +528,38 @@ BOOST_AUTO_TEST_CASE(a_first_object_on_a_polymorphic_executor_leaves_the_steps_o
   BOOST_TEST(in_strand == 1);
   BOOST_TEST(plain_outside == 1);
 }
+
+// A strand of the polymorphic executor (itself a TS executor, so it comes wrapped): it
+// was not taken for a strand, and the service ran its steps inside it.
+BOOST_AUTO_TEST_CASE(a_first_object_on_a_strand_of_a_polymorphic_executor_leaves_the_steps_outside_it) {
+  fixture f;
+  auto strand = asio::make_strand(asio::executor(f.io.get_executor()));
+  asio_wheel::basic_timer<decltype(strand)> t(strand, 1ms);
+  asio_wheel::timer plain(f.io, 1ms);
+  int in_strand = 0, plain_outside = 0;
+  t.async_wait([&](error_code ec) { in_strand += !ec && strand.running_in_this_thread(); });
+  plain.async_wait([&](error_code ec) { plain_outside += !ec && !strand.running_in_this_thread(); });
+  f.advance(1ms);
+  BOOST_TEST(in_strand == 1);
+  BOOST_TEST(plain_outside == 1);
+}
+
+// The polymorphic executor around an executor it cannot see through (a TS executor of
+// the user's): the service uses it as it is, with nothing tracked. Its erased form led
+// back to itself: the construction recursed until the stack ran out.
+BOOST_AUTO_TEST_CASE(a_first_object_on_a_polymorphic_executor_of_an_unknown_type_works) {
+  fixture f;
+  counting_ts_executor::counts counts;
+  asio_wheel::basic_timer<asio::executor> t(asio::executor(counting_ts_executor(f.io, counts)),
+                                            1ms);
+  int calls = 0;
+  t.async_wait([&](error_code ec) { calls += !ec; });
+  f.advance(1ms);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(counts.dispatched + counts.posted > 0); // the steps went through it
+  BOOST_TEST(counts.work == 0);
+  BOOST_TEST(f.io.stopped());
+}
 #endif
 
 // ---- open questions: cancellation racing a move, the UNSAFE hint ----

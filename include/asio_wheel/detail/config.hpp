@@ -35,6 +35,7 @@
 #include <asio/query.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
+#include <asio/system_executor.hpp>
 #include <asio/thread_pool.hpp>
 #include <asio/version.hpp>
 #include <asio/wait_traits.hpp>
@@ -81,6 +82,7 @@ using system_error = std::system_error;
 #include <boost/asio/query.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/version.hpp>
 #include <boost/asio/wait_traits.hpp>

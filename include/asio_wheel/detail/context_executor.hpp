@@ -14,7 +14,9 @@
 //     get_executor() (io_context, thread_pool, any concrete context): that executor;
 //   - a strand: the executor it wraps, recursively;
 //   - Asio's polymorphic TS executor (net::executor): its target, when that is an
-//     io_context's or thread_pool's executor or a strand (either kind) of one;
+//     io_context's or thread_pool's executor (tracking work or not), a strand (either
+//     kind) of one or a strand of such a strand, an any_io_executor (as below), or
+//     system_executor; else itself, with its own work untracked;
 //   - any_io_executor (whose context is only known as execution_context&): its target,
 //     after dropping tracked work and other preferences, when that is one of the
 //     above over io_context or thread_pool: their executors, a strand of one, a strand
@@ -66,8 +68,31 @@ struct is_strand : std::false_type {};
 template <class Inner>
 struct is_strand<net::strand<Inner>> : std::true_type {};
 
+// A strand of a TS executor (strand<executor>) is a TS executor itself, so it comes
+// wrapped.
+template <class Inner>
+struct is_strand<legacy_executor<net::strand<Inner>>> : std::true_type {};
+
+template <class Inner>
+const net::strand<Inner>& strand_of(const net::strand<Inner>& s) noexcept {
+  return s;
+}
+template <class Inner>
+const net::strand<Inner>& strand_of(const legacy_executor<net::strand<Inner>>& s) noexcept {
+  return s.legacy();
+}
+
 template <class Executor>
 net::any_io_executor context_executor(const Executor& ex);
+
+// Whether Executor is Asio's polymorphic TS executor, wrapped: its context is only an
+// execution_context&, so its target is looked at.
+template <class Executor>
+inline constexpr bool is_polymorphic_ts_v = false;
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+template <>
+inline constexpr bool is_polymorphic_ts_v<legacy_executor<net::executor>> = true;
+#endif
 
 // any_io_executor: true, with `out` set, if its target is a `Candidate`.
 template <class Candidate>
@@ -99,7 +124,8 @@ inline net::any_io_executor context_executor_of_erased(
     return out;
 #if ASIO_WHEEL_HAS_TS_EXECUTORS
   if (context_executor_of_target<legacy_executor<net::io_context::strand>>(plain, out) ||
-      context_executor_of_target<legacy_executor<net::executor>>(plain, out))
+      context_executor_of_target<legacy_executor<net::executor>>(plain, out) ||
+      context_executor_of_target<legacy_executor<net::strand<net::executor>>>(plain, out))
     return out;
 #endif
   return plain;
@@ -114,32 +140,50 @@ bool context_executor_of_target(const net::executor& ex, net::any_io_executor& o
   return target != nullptr;
 }
 
-// Its context is only an execution_context&: its target tells.
+// Its context is only an execution_context&: its target tells, when it is one of
+// these (a tracking one too: the polymorphic executor cannot be asked to stop
+// tracking, so its target is what is looked at). An any_io_executor target is seen
+// through as above.
 inline bool context_executor_of_polymorphic(const net::executor& ex, net::any_io_executor& out) {
   using io_executor = net::io_context::executor_type;
   using pool_executor = net::thread_pool::executor_type;
+  using tracked_io_executor = decltype(net::prefer(
+      std::declval<const io_executor&>(), net::execution::outstanding_work.tracked));
+  using tracked_pool_executor = decltype(net::prefer(
+      std::declval<const pool_executor&>(), net::execution::outstanding_work.tracked));
   return context_executor_of_target<io_executor>(ex, out) ||
+         context_executor_of_target<tracked_io_executor>(ex, out) ||
          context_executor_of_target<pool_executor>(ex, out) ||
+         context_executor_of_target<tracked_pool_executor>(ex, out) ||
          context_executor_of_target<net::io_context::strand>(ex, out) ||
          context_executor_of_target<net::strand<io_executor>>(ex, out) ||
-         context_executor_of_target<net::strand<pool_executor>>(ex, out);
+         context_executor_of_target<net::strand<pool_executor>>(ex, out) ||
+         context_executor_of_target<net::strand<net::strand<io_executor>>>(ex, out) ||
+         context_executor_of_target<net::strand<net::strand<pool_executor>>>(ex, out) ||
+         context_executor_of_target<net::any_io_executor>(ex, out) ||
+         context_executor_of_target<net::system_executor>(ex, out);
+}
+
+// Not seen through: the executor itself, as for a user's type in an any_io_executor
+// (never through the erased path, which would come back here).
+inline net::any_io_executor context_executor_of_polymorphic(
+    const legacy_executor<net::executor>& ex) {
+  net::any_io_executor out;
+  if (context_executor_of_polymorphic(ex.legacy(), out)) return out;
+  return net::prefer(ex, net::execution::outstanding_work.untracked);
 }
 #endif
 
 template <class Executor>
 net::any_io_executor context_executor(const Executor& ex) {
-#if ASIO_WHEEL_HAS_TS_EXECUTORS
-  if constexpr (std::is_same_v<Executor, legacy_executor<net::executor>>) {
-    net::any_io_executor out;
-    if (context_executor_of_polymorphic(ex.legacy(), out)) return out;
-  }
-#endif
   auto& context = net::query(ex, net::execution::context);
   using context_type = std::remove_reference_t<decltype(context)>;
-  if constexpr (has_get_executor<context_type>::value)
+  if constexpr (is_polymorphic_ts_v<Executor>)
+    return context_executor_of_polymorphic(ex);
+  else if constexpr (has_get_executor<context_type>::value)
     return context.get_executor();
   else if constexpr (is_strand<Executor>::value)
-    return context_executor(ex.get_inner_executor());
+    return context_executor(standard_executor(strand_of(ex).get_inner_executor()));
   else if constexpr (std::is_convertible_v<Executor, net::any_io_executor>)
     return context_executor_of_erased(net::any_io_executor(ex));
   else
