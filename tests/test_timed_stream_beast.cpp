@@ -340,4 +340,27 @@ BOOST_AUTO_TEST_CASE(timed_stream_over_an_ssl_stream) {
   BOOST_TEST(read_ec == timeout);
   BOOST_TEST(!server.lowest_layer().is_open());
 }
+
+// TLS over a timed Beast test stream, whose lowest_layer_type is private: the timed
+// stream names its own from what lowest_layer() returns, which ssl::stream needs (it
+// did not compile). A handshake whose peer never answers times out.
+BOOST_AUTO_TEST_CASE(ssl_stream_over_a_timed_test_stream_times_out_its_handshake) {
+  asio_wheel_test::manual_context f;
+  ssl_contexts ctx;
+  ssl::stream<asio_wheel::basic_timed_stream<beast::test::stream>> client(f.io, ctx.client);
+  beast::test::stream peer(f.io);
+  client.next_layer().next_layer().connect(peer);
+  client.next_layer().expires_after(50ms);
+  int calls = 0;
+  error_code handshake_ec;
+  client.async_handshake(ssl::stream_base::client, [&](error_code ec) {
+    ++calls;
+    handshake_ec = ec;
+  });
+  f.settle(); // the ClientHello is written; the read for the answer waits
+  BOOST_TEST(calls == 0);
+  f.advance(50ms);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(handshake_ec == timeout);
+}
 #endif // ASIO_WHEEL_TEST_OPENSSL

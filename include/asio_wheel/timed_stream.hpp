@@ -80,7 +80,8 @@
 namespace asio_wheel {
 
 template <class NextLayer, class Executor = typename NextLayer::executor_type>
-class basic_timed_stream : public detail::timed_stream_lowest_layer<NextLayer> {
+class basic_timed_stream
+    : public detail::timed_stream_lowest_layer<basic_timed_stream<NextLayer, Executor>, NextLayer> {
   using state_type = detail::timed_stream_state<NextLayer, Executor>;
 
 public:
@@ -152,7 +153,8 @@ public:
     return state_->next_layer();
   }
 
-  // The next layer's lowest layer, where it has one (ssl::stream looks for it).
+  // The next layer's lowest layer, where it has one (ssl::stream looks for it); else
+  // this stream.
   template <class T = NextLayer>
   auto lowest_layer() noexcept -> decltype(std::declval<T&>().lowest_layer()) {
     return state_->next_layer().lowest_layer();
@@ -160,6 +162,16 @@ public:
   template <class T = NextLayer>
   auto lowest_layer() const noexcept -> decltype(std::declval<const T&>().lowest_layer()) {
     return state_->next_layer().lowest_layer();
+  }
+  template <class T = NextLayer,
+            std::enable_if_t<!detail::has_lowest_layer_fn<T>::value, int> = 0>
+  basic_timed_stream& lowest_layer() noexcept {
+    return *this;
+  }
+  template <class T = NextLayer,
+            std::enable_if_t<!detail::has_lowest_layer_fn<T>::value, int> = 0>
+  const basic_timed_stream& lowest_layer() const noexcept {
+    return *this;
   }
 
   // The deadline of the operations started from now on: now + d by the wheel's clock,

@@ -98,12 +98,20 @@ struct has_cancel : std::false_type {};
 template <class T>
 struct has_cancel<T, std::void_t<decltype(std::declval<T&>().cancel())>> : std::true_type {};
 
-// A lowest_layer() of another type than T's own (a test stream names itself its
-// lowest layer: asking it again would never end).
+// A lowest_layer() that can be called (Beast's test stream keeps its own private).
+template <class T, class = void>
+struct has_lowest_layer_fn : std::false_type {};
+template <class T>
+struct has_lowest_layer_fn<T, std::void_t<decltype(std::declval<T&>().lowest_layer())>>
+    : std::true_type {};
+
+// A lowest_layer() of another type than T's own (a layer may name itself its lowest
+// layer, as a timed stream over a layer that has none does: asking it again would never
+// end).
 template <class T, class = void>
 struct has_lowest_layer : std::false_type {};
 template <class T>
-struct has_lowest_layer<T, std::void_t<decltype(std::declval<T&>().lowest_layer())>>
+struct has_lowest_layer<T, std::enable_if_t<has_lowest_layer_fn<T>::value>>
     : std::bool_constant<!std::is_same_v<
           std::remove_cv_t<std::remove_reference_t<decltype(std::declval<T&>().lowest_layer())>>,
           T>> {};
@@ -170,13 +178,19 @@ void cancel_layer(Layer& layer) noexcept {
   }
 }
 
-// lowest_layer_type, where the next layer has one (ssl::stream<basic_timed_stream<...>>
-// names it): a base class, since a member type cannot be declared conditionally.
-template <class NextLayer, class = void>
-struct timed_stream_lowest_layer {};
-template <class NextLayer>
-struct timed_stream_lowest_layer<NextLayer, std::void_t<typename NextLayer::lowest_layer_type>> {
-  using lowest_layer_type = typename NextLayer::lowest_layer_type;
+// lowest_layer_type, which ssl::stream<basic_timed_stream<...>> names: what the next
+// layer's lowest_layer() returns, else the timed stream itself, which is then its own
+// lowest layer (over Beast's test stream, which keeps its own private). A base class,
+// since a member type cannot be declared conditionally.
+template <class TimedStream, class NextLayer, class = void>
+struct timed_stream_lowest_layer {
+  using lowest_layer_type = TimedStream;
+};
+template <class TimedStream, class NextLayer>
+struct timed_stream_lowest_layer<TimedStream, NextLayer,
+                                 std::enable_if_t<has_lowest_layer_fn<NextLayer>::value>> {
+  using lowest_layer_type =
+      std::remove_reference_t<decltype(std::declval<NextLayer&>().lowest_layer())>;
 };
 
 // ---- the state ------------------------------------------------------------------------
