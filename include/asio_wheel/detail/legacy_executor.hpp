@@ -37,6 +37,8 @@
 
 namespace asio_wheel::detail {
 
+namespace execution = net::execution;
+
 // Whether Executor is a Networking TS executor and not a standard one. (Asio's own
 // executors are both, and are used as standard ones.)
 template <class Executor>
@@ -74,38 +76,39 @@ public:
   // The wrapped executor.
   const Legacy& legacy() const noexcept { return ex_; }
 
-  auto query(net::execution::context_t) const noexcept -> decltype(std::declval<const Legacy&>().context()) {
+  auto query(execution::context_t) const noexcept
+      -> decltype(std::declval<const Legacy&>().context()) {
     return ex_.context();
   }
-  constexpr net::execution::blocking_t query(net::execution::blocking_t) const noexcept {
-    return blocking_never_ ? net::execution::blocking_t(net::execution::blocking.never)
-                           : net::execution::blocking_t(net::execution::blocking.possibly);
+  constexpr execution::blocking_t query(execution::blocking_t) const noexcept {
+    return blocking_never_ ? execution::blocking_t(execution::blocking.never)
+                           : execution::blocking_t(execution::blocking.possibly);
   }
-  constexpr net::execution::relationship_t query(net::execution::relationship_t) const noexcept {
-    return continuation_ ? net::execution::relationship_t(net::execution::relationship.continuation)
-                         : net::execution::relationship_t(net::execution::relationship.fork);
+  constexpr execution::relationship_t query(execution::relationship_t) const noexcept {
+    return continuation_ ? execution::relationship_t(execution::relationship.continuation)
+                         : execution::relationship_t(execution::relationship.fork);
   }
-  constexpr net::execution::outstanding_work_t query(net::execution::outstanding_work_t) const noexcept {
-    return tracked_ ? net::execution::outstanding_work_t(net::execution::outstanding_work.tracked)
-                    : net::execution::outstanding_work_t(net::execution::outstanding_work.untracked);
+  constexpr execution::outstanding_work_t query(execution::outstanding_work_t) const noexcept {
+    return tracked_ ? execution::outstanding_work_t(execution::outstanding_work.tracked)
+                    : execution::outstanding_work_t(execution::outstanding_work.untracked);
   }
 
-  legacy_executor require(net::execution::blocking_t::never_t) const noexcept {
+  legacy_executor require(execution::blocking_t::never_t) const noexcept {
     return with(&legacy_executor::blocking_never_, true);
   }
-  legacy_executor require(net::execution::blocking_t::possibly_t) const noexcept {
+  legacy_executor require(execution::blocking_t::possibly_t) const noexcept {
     return with(&legacy_executor::blocking_never_, false);
   }
-  legacy_executor prefer(net::execution::relationship_t::continuation_t) const noexcept {
+  legacy_executor prefer(execution::relationship_t::continuation_t) const noexcept {
     return with(&legacy_executor::continuation_, true);
   }
-  legacy_executor prefer(net::execution::relationship_t::fork_t) const noexcept {
+  legacy_executor prefer(execution::relationship_t::fork_t) const noexcept {
     return with(&legacy_executor::continuation_, false);
   }
-  legacy_executor prefer(net::execution::outstanding_work_t::tracked_t) const noexcept {
+  legacy_executor prefer(execution::outstanding_work_t::tracked_t) const noexcept {
     return with(&legacy_executor::tracked_, true);
   }
-  legacy_executor prefer(net::execution::outstanding_work_t::untracked_t) const noexcept {
+  legacy_executor prefer(execution::outstanding_work_t::untracked_t) const noexcept {
     return with(&legacy_executor::tracked_, false);
   }
 
