@@ -13,15 +13,14 @@
 //   - the context its executor reports (query(ex, execution::context)) has
 //     get_executor() (io_context, thread_pool, any concrete context): that executor;
 //   - a strand: the executor it wraps, recursively;
-//   - Asio's polymorphic TS executor (net::executor): its target, when that is an
-//     io_context's or thread_pool's executor (tracking work or not), a strand (either
-//     kind) of one or a strand of such a strand, an any_io_executor (as below), or
-//     system_executor; else itself, with its own work untracked;
 //   - any_io_executor (whose context is only known as execution_context&): its target,
 //     after dropping tracked work and other preferences, when that is one of the
 //     above over io_context or thread_pool: their executors, a strand of one, a strand
-//     of such a strand, a strand of an any_io_executor (recursively), or a TS executor
-//     of Asio's (an io_context::strand, a polymorphic executor);
+//     of such a strand, a strand of an any_io_executor (recursively), system_executor,
+//     or a TS executor of Asio's (an io_context::strand, a polymorphic executor);
+//   - Asio's polymorphic TS executor (net::executor), whose context is only known as
+//     execution_context& too: its target, looked for in the same list (a tracking
+//     executor included), else itself, with its own work untracked;
 //   - otherwise (a user's executor type inside an any_io_executor, or one of Asio's
 //     with an allocator of the user's): that executor with work untracked, the one
 //     case where steps run on an executor of the user's. execution_context is not
@@ -94,82 +93,80 @@ template <>
 inline constexpr bool is_polymorphic_ts_v<legacy_executor<net::executor>> = true;
 #endif
 
-// any_io_executor: true, with `out` set, if its target is a `Candidate`.
-template <class Candidate>
-bool context_executor_of_target(const net::any_io_executor& ex,
-                                net::any_io_executor& out) {
-  const Candidate* target = target_of<Candidate>(ex);
-  if (target) out = context_executor(*target);
-  return target != nullptr;
-}
-
-inline net::any_io_executor context_executor_of_erased(
-    const net::any_io_executor& ex) {
-  namespace execution = net::execution;
-  // With every preference at its default the target is the executor type itself, not a
-  // variant with tracked work, continuation or blocking.never bits.
-  const net::any_io_executor plain =
-      net::prefer(ex, execution::outstanding_work.untracked, execution::blocking.possibly,
-                          execution::relationship.fork);
-  using io_executor = net::io_context::executor_type;
-  using pool_executor = net::thread_pool::executor_type;
-  net::any_io_executor out;
-  if (context_executor_of_target<io_executor>(plain, out) ||
-      context_executor_of_target<pool_executor>(plain, out) ||
-      context_executor_of_target<net::strand<io_executor>>(plain, out) ||
-      context_executor_of_target<net::strand<pool_executor>>(plain, out) ||
-      context_executor_of_target<net::strand<net::strand<io_executor>>>(plain, out) ||
-      context_executor_of_target<net::strand<net::strand<pool_executor>>>(plain, out) ||
-      context_executor_of_target<net::strand<net::any_io_executor>>(plain, out))
-    return out;
 #if ASIO_WHEEL_HAS_TS_EXECUTORS
-  if (context_executor_of_target<legacy_executor<net::io_context::strand>>(plain, out) ||
-      context_executor_of_target<legacy_executor<net::executor>>(plain, out) ||
-      context_executor_of_target<legacy_executor<net::strand<net::executor>>>(plain, out))
-    return out;
+// The same for the polymorphic TS executor, which has always compared the type.
+template <class T>
+const T* target_of(const net::executor& ex) noexcept {
+  return ex.template target<T>();
+}
 #endif
-  return plain;
-}
 
-#if ASIO_WHEEL_HAS_TS_EXECUTORS
-// The polymorphic TS executor: true, with `out` set, if its target is a `Candidate`.
-template <class Candidate>
-bool context_executor_of_target(const net::executor& ex, net::any_io_executor& out) {
-  const Candidate* target = ex.target<Candidate>();
+// An erased executor (any_io_executor, or the polymorphic TS executor): true, with
+// `out` set, if its target is a `Candidate`.
+template <class Candidate, class Erased>
+bool context_executor_of_target(const Erased& ex, net::any_io_executor& out) {
+  const Candidate* target = target_of<Candidate>(ex);
   if (target) out = context_executor(standard_executor(*target));
   return target != nullptr;
 }
 
-// Its context is only an execution_context&: its target tells, when it is one of
-// these (a tracking one too: the polymorphic executor cannot be asked to stop
-// tracking, so its target is what is looked at). An any_io_executor target is seen
-// through as above.
-inline bool context_executor_of_polymorphic(const net::executor& ex, net::any_io_executor& out) {
+// An erased executor whose target is one of the executors seen through: their
+// executors, tracking work or not (the polymorphic executor cannot be asked to stop
+// tracking, so its target is what is looked at), a strand of one, a strand of such a
+// strand or of an any_io_executor, system_executor, an any_io_executor, and Asio's TS
+// executors (wrapped, as an any_io_executor holds them, or not, as the polymorphic
+// executor does). A candidate that one kind cannot hold simply never matches it.
+template <class Erased>
+bool context_executor_of_known_target(const Erased& ex, net::any_io_executor& out) {
   using io_executor = net::io_context::executor_type;
   using pool_executor = net::thread_pool::executor_type;
   using tracked_io_executor = decltype(net::prefer(
       std::declval<const io_executor&>(), net::execution::outstanding_work.tracked));
   using tracked_pool_executor = decltype(net::prefer(
       std::declval<const pool_executor&>(), net::execution::outstanding_work.tracked));
-  return context_executor_of_target<io_executor>(ex, out) ||
-         context_executor_of_target<tracked_io_executor>(ex, out) ||
-         context_executor_of_target<pool_executor>(ex, out) ||
-         context_executor_of_target<tracked_pool_executor>(ex, out) ||
-         context_executor_of_target<net::io_context::strand>(ex, out) ||
-         context_executor_of_target<net::strand<io_executor>>(ex, out) ||
-         context_executor_of_target<net::strand<pool_executor>>(ex, out) ||
-         context_executor_of_target<net::strand<net::strand<io_executor>>>(ex, out) ||
-         context_executor_of_target<net::strand<net::strand<pool_executor>>>(ex, out) ||
-         context_executor_of_target<net::any_io_executor>(ex, out) ||
-         context_executor_of_target<net::system_executor>(ex, out);
+  if (context_executor_of_target<io_executor>(ex, out) ||
+      context_executor_of_target<tracked_io_executor>(ex, out) ||
+      context_executor_of_target<pool_executor>(ex, out) ||
+      context_executor_of_target<tracked_pool_executor>(ex, out) ||
+      context_executor_of_target<net::strand<io_executor>>(ex, out) ||
+      context_executor_of_target<net::strand<pool_executor>>(ex, out) ||
+      context_executor_of_target<net::strand<net::strand<io_executor>>>(ex, out) ||
+      context_executor_of_target<net::strand<net::strand<pool_executor>>>(ex, out) ||
+      context_executor_of_target<net::strand<net::any_io_executor>>(ex, out) ||
+      context_executor_of_target<net::system_executor>(ex, out) ||
+      context_executor_of_target<net::any_io_executor>(ex, out))
+    return true;
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+  return context_executor_of_target<net::io_context::strand>(ex, out) ||
+         context_executor_of_target<legacy_executor<net::io_context::strand>>(ex, out) ||
+         context_executor_of_target<legacy_executor<net::executor>>(ex, out) ||
+         context_executor_of_target<legacy_executor<net::strand<net::executor>>>(ex, out);
+#else
+  return false;
+#endif
 }
 
-// Not seen through: the executor itself, as for a user's type in an any_io_executor
-// (never through the erased path, which would come back here).
+// An any_io_executor: its target, else the executor itself with work untracked.
+inline net::any_io_executor context_executor_of_erased(const net::any_io_executor& ex) {
+  namespace execution = net::execution;
+  // With every preference at its default the target is the executor type itself, not a
+  // variant with tracked work, continuation or blocking.never bits.
+  const net::any_io_executor plain =
+      net::prefer(ex, execution::outstanding_work.untracked, execution::blocking.possibly,
+                  execution::relationship.fork);
+  net::any_io_executor out;
+  if (context_executor_of_known_target(plain, out)) return out;
+  return plain;
+}
+
+#if ASIO_WHEEL_HAS_TS_EXECUTORS
+// The polymorphic TS executor, whose context is only an execution_context&: its target,
+// else the executor itself, as for a user's type in an any_io_executor (never through
+// the erased path, which would come back here).
 inline net::any_io_executor context_executor_of_polymorphic(
     const legacy_executor<net::executor>& ex) {
   net::any_io_executor out;
-  if (context_executor_of_polymorphic(ex.legacy(), out)) return out;
+  if (context_executor_of_known_target(ex.legacy(), out)) return out;
   return net::prefer(ex, net::execution::outstanding_work.untracked);
 }
 #endif

@@ -106,10 +106,14 @@ public:
     return with(&legacy_executor::continuation_, false);
   }
   legacy_executor prefer(execution::outstanding_work_t::tracked_t) const noexcept {
-    return with(&legacy_executor::tracked_, true);
+    legacy_executor copy(*this);
+    copy.track(true);
+    return copy;
   }
   legacy_executor prefer(execution::outstanding_work_t::untracked_t) const noexcept {
-    return with(&legacy_executor::tracked_, false);
+    legacy_executor copy(*this);
+    copy.track(false);
+    return copy;
   }
 
   template <class Function>
@@ -134,21 +138,21 @@ public:
   }
 
 private:
-  // A copy with one property changed.
-  legacy_executor with(bool legacy_executor::*property, bool value) const noexcept {
-    legacy_executor copy(ex_); // untracked
-    copy.blocking_never_ = blocking_never_;
-    copy.continuation_ = continuation_;
-    bool tracked = tracked_;
-    if (property == &legacy_executor::tracked_)
-      tracked = value;
-    else
-      copy.*property = value;
-    if (tracked) {
-      ex_.on_work_started();
-      copy.tracked_ = true;
-    }
+  // A copy with one of the flags that count no work changed.
+  legacy_executor with(bool legacy_executor::*flag, bool value) const noexcept {
+    legacy_executor copy(*this);
+    copy.*flag = value;
     return copy;
+  }
+
+  // Starts or finishes this copy's count of work, if that changes.
+  void track(bool on) noexcept {
+    if (on == tracked_) return;
+    if (on)
+      ex_.on_work_started();
+    else
+      ex_.on_work_finished();
+    tracked_ = on;
   }
 
   Legacy ex_;
