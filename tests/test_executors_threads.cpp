@@ -255,7 +255,7 @@ BOOST_AUTO_TEST_CASE(four_threads_each_handler_in_its_own_strand) {
 // each handler sees at least its deadline. The sanitizer builds run it, but TSan would
 // not see a plain (non-atomic) virtual time race here: g++ 12 leaves the store of
 // advance_locked's result, a time point returned by value, uninstrumented (checked at
-// -O0 and at scripts/test's -Og).
+// -O0 and at -Og).
 BOOST_AUTO_TEST_CASE(virtual_time_read_on_other_threads_while_it_advances) {
   asio::io_context io(2);
   asio_wheel::wheel_service& svc = asio_wheel::install(io, manual_options());
