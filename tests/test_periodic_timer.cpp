@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
@@ -634,22 +635,87 @@ BOOST_AUTO_TEST_CASE(a_tick_allocates_only_its_operation) {
   BOOST_TEST(news == 0u);                    // and nothing from the heap
 }
 
-// A period shorter than the wheel's tick: the tick is due at 1 ms and the wheel can first
-// complete it at 10 ms. Before the fix that rounding counted as 9 missed periods.
+// A tick completed on time never counts rounding as missed while the period is at
+// least the wheel's tick: slots at 15, 30 and 45 ms on a 10 ms tick complete at 20, 30
+// and 50 ms, 5 ms late at most, less than a period (delay: 15 ms after each completion,
+// at 20, 40 and 60 ms).
 BOOST_AUTO_TEST_CASE(rounding_to_the_wheel_tick_is_never_counted_as_missed) {
   for (auto policy : {missed_tick::skip, missed_tick::burst, missed_tick::delay}) {
-    fixture f(10ms);
-    periodic_timer t(f.io, 1ms, policy);
-    tick_record r;
-    tick(t, f, r);
-    f.advance(10ms);
-    BOOST_TEST(r.called);
-    BOOST_TEST(r.missed == 0u);
-    // Truly late: 25 periods after the rounded time.
-    tick(t, f, r);
-    f.svc.advance(40ms);
-    f.settle();
-    BOOST_TEST(r.called);
-    BOOST_TEST(r.missed >= 20u);
+    BOOST_TEST_CONTEXT("policy " << static_cast<int>(policy)) {
+      const bool delay = policy == missed_tick::delay;
+      fixture f(10ms);
+      periodic_timer t(f.io, 15ms, policy);
+      tick_record r;
+      for (auto at : delay ? std::vector{20ms, 40ms, 60ms} : std::vector{20ms, 30ms, 50ms}) {
+        tick(t, f, r);
+        step_until(f, r, 10ms);
+        BOOST_TEST((r.at == at));
+        BOOST_TEST(r.missed == 0u);
+      }
+      // Truly late: the next slot (60 ms; delay: 75) observed only 250 ms later.
+      f.svc.advance(250ms);
+      f.settle();
+      tick(t, f, r);
+      f.settle();
+      BOOST_TEST(r.called);
+      // floor((300 - 60) / 15) = 16: the slots 75 .. 300 ms passed; delay (310 - 75) / 15
+      BOOST_TEST(r.missed == (delay ? 15u : 16u));
+    }
   }
+}
+
+// A period shorter than the wheel's tick (3 ms on 10 ms): the wheel completes a tick
+// every 10 ms, and the other slots passed within it are counted, not lost. Every slot up
+// to 40 ms (3, 6 .. 39 ms: 13) is completed (burst) or completed or counted (skip,
+// delay). Before the fix skip and delay counted none of them: 4 completions, 0 missed.
+BOOST_AUTO_TEST_CASE(a_period_shorter_than_the_tick_counts_the_slots_within_it) {
+  for (auto policy : {missed_tick::skip, missed_tick::burst, missed_tick::delay}) {
+    BOOST_TEST_CONTEXT("policy " << static_cast<int>(policy)) {
+      fixture f(10ms);
+      periodic_timer t(f.io, 3ms, policy);
+      std::vector<std::uint64_t> missed; // per completion
+      std::function<void()> start = [&] {
+        t.async_tick([&](error_code ec, std::uint64_t m) {
+          if (ec) return; // the last one, aborted as the timer goes
+          missed.push_back(m);
+          start();
+        });
+      };
+      start();
+      for (int i = 0; i < 4; ++i) f.advance(10ms);
+      BOOST_REQUIRE(!missed.empty());
+      BOOST_TEST(missed.front() == 2u); // slot 3 ms completed at 10: 6 and 9 passed
+      std::uint64_t slots = 0;
+      for (auto m : missed) slots += 1 + (policy == missed_tick::burst ? 0 : m);
+      if (policy == missed_tick::burst) {
+        BOOST_TEST(slots == 13u); // each slot completed, `missed` counting down
+      } else if (policy == missed_tick::skip) {
+        BOOST_TEST(slots == 13u); // each slot completed or counted once
+      } else {
+        // delay restarts from each completion: 10 (2 missed), then 13 .. 19 done at 20
+        // (2 missed after 13), and so on: every completion counts 2.
+        BOOST_TEST(missed.size() == 4u);
+        for (auto m : missed) BOOST_TEST(m == 2u);
+      }
+    }
+  }
+}
+
+// skip drops every slot whose time has passed when a tick is evaluated late, and counts
+// each one. Slots every 10 ms on a 3 ms tick: slot 10 ms (first completable at 12) is
+// observed only at 21 ms, after slot 20 passed; the next tick is slot 30. Before the fix
+// `missed` was measured from 12 ms, and slot 20 was dropped without being counted.
+BOOST_AUTO_TEST_CASE(skip_counts_every_slot_it_drops) {
+  fixture f(3ms);
+  periodic_timer t(f.io, 10ms, missed_tick::skip);
+  f.advance(21ms);
+  tick_record r;
+  tick(t, f, r);
+  f.settle();
+  BOOST_TEST(r.called);
+  BOOST_TEST(r.missed == 1u);
+  tick(t, f, r);
+  step_until(f, r, 3ms);
+  BOOST_TEST((r.at == 30ms));
+  BOOST_TEST(r.missed == 0u);
 }

@@ -7,11 +7,12 @@
 //
 // A tick is evaluated when its entry comes due on the wheel (or at once, as if by
 // post, when async_tick is called after its due time has passed). With `now` the
-// service's clock then and `due` the tick's slot plus its jitter, rounded up to the
-// wheel's tick (the first time the wheel can complete it), `missed` = how many periods
-// late it is: floor((now - due) / period), 0 for a tick on time. So rounding never
-// counts, not even with a period shorter than the tick. What follows depends on the
-// policy, as with tokio's MissedTickBehavior:
+// service's clock then and `due` the tick's slot plus its jitter, `missed` = how many
+// later slots have passed too, unobserved: floor((now - due) / period). A tick
+// completed on time counts 0 when the period is at least the wheel's tick (rounding up
+// to the tick delays it by less than a period); with a shorter period the wheel cannot
+// complete every slot on its own, and the slots within its tick count. What follows
+// depends on the policy, as with tokio's MissedTickBehavior:
 //   skip   the next tick is the first slot after now; the `missed` ones are dropped.
 //          With jitter, the first one whose jittered time is after now: the slot at or
 //          before now whose jitter puts it later is kept (so a tick late by less than

@@ -184,24 +184,23 @@ private:
     if (s.ticks.ops.empty()) return 1;
     const steady_time now = step.now;
     const steady_time slot = s.next;
-    // Late by whole periods after the first time the wheel could complete the tick.
-    const steady_time on_time = step.shard.rounded_up(s.due);
-    const std::uint64_t missed =
-        now > on_time ? static_cast<std::uint64_t>((now - on_time) / s.period) : 0;
+    // The later slots whose time has passed: the ticks `missed` counts. Never one for a
+    // tick completed on time with a period of at least the wheel's tick (the wheel is
+    // less than a tick late, by rounding); with a shorter period, the slots within that
+    // tick. skip drops exactly these, burst completes them next, delay starts afresh.
+    const auto passed = now > s.due ? (now - s.due) / s.period : 0;
+    const auto missed = static_cast<std::uint64_t>(passed);
     switch (s.policy) {
     case missed_tick::burst:
       s.next = saturating_add(slot, s.period);
       break;
-    case missed_tick::skip: {
-      // The slots whose time has passed, rounding or not, are dropped. slot + passed *
-      // period <= now, so only the last step can overflow. The result is after now -
-      // period: at worst one slot whose jittered time may still be ahead, and if the
-      // jitter drawn for it is not, it is dropped too (skip_through).
-      const auto passed = now > s.due ? (now - s.due) / s.period : 0;
+    case missed_tick::skip:
+      // slot + passed * period <= now, so only the last step can overflow. The result
+      // is after now - period: at worst one slot whose jittered time may still be
+      // ahead, and if the jitter drawn for it is not, it is dropped too (skip_through).
       s.next = saturating_add(slot + passed * s.period, s.period);
       s.skip_through = now;
       break;
-    }
     case missed_tick::delay:
       s.next = saturating_add(now, s.period);
       break;

@@ -89,9 +89,6 @@ public:
     return epoch_ + steady_duration(static_cast<steady_duration::rep>(k) * tick_);
   }
 
-  // The first time the wheel can complete something due at t: t rounded up to the tick.
-  steady_time rounded_up(steady_time t) const noexcept { return tick_time(to_tick(t)); }
-
 private:
   const clock_mode mode_;
   const steady_time epoch_;           // the time of tick 0

@@ -263,9 +263,6 @@ public:
     const steady_time bound = not_due_before(steady_base);
     return {saturating_add(clock_.manual() ? now() : bound, d), bound};
   }
-  // The first time the wheel can complete something due at t: t rounded up to the
-  // tick. Lateness is measured from it, so that the rounding never counts as late.
-  steady_time rounded_up(steady_time t) const noexcept { return clock_.rounded_up(t); }
   // Manual mode: moves virtual time forward and queues what came due (see
   // wheel_service::advance).
   void advance(steady_duration d);
