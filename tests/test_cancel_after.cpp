@@ -16,9 +16,11 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <future>
 #include <memory>
 #include <optional>
+#include <ratio>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -99,6 +101,60 @@ BOOST_AUTO_TEST_CASE(cancel_at_an_absolute_time) {
 }
 
 // The operation is a steady_timer (not on the wheel); its deadline is on the wheel.
+// Deadlines in any duration type: rounded up to nanoseconds and saturated, never
+// overflowing on the way (std::chrono::ceil computes in the argument's own type).
+BOOST_AUTO_TEST_CASE(a_deadline_of_any_duration_type_is_exact_and_saturates) {
+  using asio_wheel::detail::to_wheel_duration;
+  using ns = std::chrono::nanoseconds;
+  using thirds = std::chrono::duration<long long, std::ratio<1, 3>>;
+  using fsec = std::chrono::duration<float>;
+  using dms = std::chrono::duration<double, std::milli>;
+  // count * 10^9 overflows in long long; the result (about 211 years) does not.
+  BOOST_TEST(to_wheel_duration(thirds(20'000'000'000)).count() == 6'666'666'666'666'666'667);
+  BOOST_TEST(to_wheel_duration(thirds(-20'000'000'000)).count() == -6'666'666'666'666'666'666);
+  BOOST_TEST(to_wheel_duration(thirds(1)).count() == 333'333'334);   // up, never early
+  BOOST_TEST(to_wheel_duration(thirds(-1)).count() == -333'333'333); // toward zero
+  BOOST_TEST((to_wheel_duration(thirds::max()) == ns::max()));
+  BOOST_TEST((to_wheel_duration(thirds::min()) == ns::min()));
+  BOOST_TEST((to_wheel_duration(std::chrono::hours::max()) == ns::max()));
+  BOOST_TEST((to_wheel_duration(std::chrono::hours::min()) == ns::min()));
+  BOOST_TEST((to_wheel_duration(ns::max()) == ns::max()));
+  BOOST_TEST((to_wheel_duration(ns::min()) == ns::min()));
+  BOOST_TEST(to_wheel_duration(std::chrono::duration<unsigned long long, std::pico>(
+                                   18'000'000'000'000'000'000ull))
+                 .count() == 18'000'000'000'000'000);
+  // Floating counts: just under the limit stays finite (float's ceil gave 2^63, and a
+  // deadline that cancelled at once); beyond it, and NaN, is never.
+  BOOST_TEST(to_wheel_duration(fsec(9'223'371'776.0f)).count() == 9'223'371'776'000'000'000);
+  BOOST_TEST(to_wheel_duration(dms(9'223'372'036'854.7754)).count() > 9'223'372'036'000'000'000);
+  BOOST_TEST(to_wheel_duration(dms(0.5)).count() == 500'000);
+  BOOST_TEST(to_wheel_duration(dms(-0.0000015)).count() == -1);
+  BOOST_TEST((to_wheel_duration(fsec(1e19f)) == ns::max()));
+  BOOST_TEST((to_wheel_duration(fsec(-1e19f)) == ns::min()));
+  BOOST_TEST((to_wheel_duration(fsec(std::numeric_limits<float>::infinity())) == ns::max()));
+  BOOST_TEST((to_wheel_duration(fsec(std::numeric_limits<float>::quiet_NaN())) == ns::max()));
+}
+
+// What such a deadline did: one 211 years away cancelled after 16 years (the count
+// wrapped); one 292 years away cancelled at once.
+BOOST_AUTO_TEST_CASE(a_far_deadline_in_another_duration_type_does_not_cancel_early) {
+  fixture f;
+  asio_wheel::timer t(f.io, asio_wheel::timer::duration::max());
+  outcome o, p;
+  t.async_wait(cancel_after(std::chrono::duration<long long, std::ratio<1, 3>>(20'000'000'000),
+                            record(o)));
+  t.async_wait(cancel_after(std::chrono::duration<float>(9'223'371'776.0f), record(p)));
+  f.settle();
+  BOOST_TEST(p.calls == 0);
+  f.advance(std::chrono::hours(24 * 6000));
+  BOOST_TEST(o.calls == 0);
+  BOOST_TEST(p.calls == 0);
+  BOOST_TEST(t.cancel() == 2u);
+  f.settle();
+  BOOST_TEST((o.ec == net::error::operation_aborted));
+  BOOST_TEST((p.ec == net::error::operation_aborted));
+}
+
 BOOST_AUTO_TEST_CASE(steady_timer_with_a_wheel_deadline) {
   fixture f;
   net::steady_timer st(f.io, 1h);

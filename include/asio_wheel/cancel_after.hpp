@@ -23,6 +23,10 @@
 // A deadline refused by max_pending counts as passed (the operation is cancelled at
 // once); after the wheel's shutdown, operations run without a deadline.
 //
+// The duration may be of any type (float seconds, thirds of a second...): it is rounded
+// up to nanoseconds, never early, and saturated, never an overflow: one too far ahead
+// (or a NaN) means no deadline, one too far back a deadline already passed.
+//
 // Unlike Boost 1.86's asio::cancel_after (a steady_timer per operation), this needs no
 // timer object and works with Boost 1.81.
 #ifndef ASIO_WHEEL_CANCEL_AFTER_HPP
@@ -35,6 +39,9 @@
 #include <asio_wheel/detail/config.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <ratio>
 #include <type_traits>
 #include <utility>
 
@@ -56,15 +63,54 @@ public:
 namespace detail {
 
 // d as a steady_clock duration, rounded up (never early) and saturated (a huge d means
-// never, not an overflow).
+// never, not an overflow), for any representation and period. std::chrono::ceil is not
+// enough: it computes in d's own type, so count * 10^9 overflows for a period like
+// ratio<1, 3> long before the result would, and a floating count just under the limit
+// rounds up to 2^63, whose conversion is undefined.
 template <class Rep, class Period>
 steady_duration to_wheel_duration(const std::chrono::duration<Rep, Period>& d) {
   using target = steady_duration;
-  using wide = std::chrono::duration<long double, std::nano>;
-  const wide w = d;
-  if (w >= wide(target::max())) return target::max();
-  if (w <= wide(target::min())) return target::min();
-  return std::chrono::ceil<target>(d);
+  using rep = target::rep;
+  static_assert(std::is_same_v<target::period, std::nano> && sizeof(rep) == 8,
+                "the wheel counts nanoseconds in 64 bits");
+  if constexpr (std::is_floating_point_v<Rep>) {
+    const long double ns = std::chrono::duration<long double, std::nano>(d).count();
+    if (std::isnan(ns)) return target::max(); // no time at all: no deadline
+    const long double up = std::ceil(ns);
+    // +-2^63, exact in any floating type: the first values out of range.
+    if (up >= 0x1p63L) return target::max();
+    if (up <= -0x1p63L) return target::min();
+    return target(static_cast<rep>(up));
+  } else {
+    static_assert(std::is_integral_v<Rep>, "a duration counts in an arithmetic type");
+    // d = count * n / den nanoseconds, in integers: the magnitude as q whole units of
+    // den (q * n ns) and a remainder r < den (r * n / den ns, rounded never early: up
+    // for d > 0, toward zero for d < 0).
+    using ns_per_count = std::ratio_divide<Period, std::nano>;
+    constexpr std::uintmax_t n = ns_per_count::num, den = ns_per_count::den;
+    const Rep count = d.count();
+    const bool negative = count < Rep(0);
+    const std::uintmax_t magnitude =
+        negative ? std::uintmax_t(0) - static_cast<std::uintmax_t>(count)
+                 : static_cast<std::uintmax_t>(count);
+    const std::uintmax_t q = magnitude / den, r = magnitude % den;
+    // The largest magnitude that fits: 2^63 - 1 ns ahead, 2^63 ns back.
+    const std::uintmax_t limit =
+        negative ? std::uintmax_t(1) << 63 : (std::uintmax_t(1) << 63) - 1;
+    std::uintmax_t part = 0; // r * n / den, rounded as above; below n
+    if constexpr (den > 1) {
+      if constexpr (n <= UINTMAX_MAX / den) {
+        part = negative ? r * n / den : (r * n + den - 1) / den;
+      } else { // a period no clock uses: exact enough in long double, part < n
+        const long double exact = static_cast<long double>(r) * n / den;
+        part = static_cast<std::uintmax_t>(negative ? std::floor(exact) : std::ceil(exact));
+      }
+    }
+    if (part > limit || q > (limit - part) / n) return negative ? target::min() : target::max();
+    const std::uintmax_t ns = q * n + part; // <= limit
+    if (!negative) return target(static_cast<rep>(ns));
+    return ns == 0 ? target::zero() : target(-static_cast<rep>(ns - 1) - 1); // -2^63 included
+  }
 }
 
 // The token of cancel_after's partial form: Asio's default for any_io_executor
