@@ -13,11 +13,14 @@ namespace asio_wheel {
 enum class clock_mode { steady, manual };
 
 // Whether a wheel takes a lock around its state.
-//   automatic  a lock, unless the context promises to run on one thread: a concurrency
-//              hint of 1 or BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (ASIO_... standalone),
-//              read through the context's configuration (net::config, Asio 1.32
-//              and later: Boost 1.87, standalone 1.32). Older Asio has no documented way
-//              to read the hint, so there `automatic` always locks.
+//   automatic  a lock, unless the context promises that nothing touches it from
+//              another thread: BOOST_ASIO_CONCURRENCY_HINT_UNSAFE (ASIO_... standalone),
+//              where Asio's own scheduler takes no lock either, read through the
+//              context's configuration (net::config, Asio 1.32 and later: Boost 1.87,
+//              standalone 1.32). A hint of 1 keeps the lock, as Asio's scheduler does:
+//              one thread runs the context, others may still use it (a thread_pool(1)
+//              has that hint). Older Asio has no documented way to read the hint, so
+//              there `automatic` always locks.
 //   on         always a lock.
 //   off        no lock: the timers, the service and run() must then all be used from one
 //              thread at a time (like BOOST_ASIO_CONCURRENCY_HINT_UNSAFE for Asio itself).
@@ -59,7 +62,12 @@ struct wheel_options {
   locking_mode locking = locking_mode::automatic;
 };
 
-// A snapshot of a wheel's counters (wheel_service::stats()).
+// A snapshot of a wheel's counters (wheel_service::stats()). A wait is an operation
+// waiting on the wheel: a timer's async_wait (one already due too; not the blocking
+// wait(), which watches the clock), a periodic tick, a delay_queue take that waits for an element (not the
+// elements, nor a take that finds one expired), a cancel_after deadline (which
+// `expired` counts when it fires, `cancelled` when its operation completes first) and
+// a timed_stream's deadline (a timer's wait inside the stream).
 struct wheel_stats {
   std::size_t pending = 0;        // waits currently on the wheel
   std::uint64_t expired = 0;      // waits completed with success

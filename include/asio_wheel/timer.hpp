@@ -23,7 +23,8 @@
 // moves time, so wait() polls wheel_service::now() with a short sleep (50 us growing to
 // 1 ms) until another thread has advanced it to expiry(). Waiting on a future expiry
 // thus needs a second thread that advances (on the only thread, wait() never returns)
-// and a wheel that takes its lock (not a context with concurrency hint 1).
+// and a wheel that takes its lock (not a context with concurrency hint UNSAFE, nor
+// locking_mode::off).
 //
 // Costs: async_wait O(1); its operation lives in the timer when the handler is small
 // (up to 16 bytes) and names no allocator, else it is one allocation from the handler's

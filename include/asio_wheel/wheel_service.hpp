@@ -66,8 +66,11 @@ public:
   time_point now() const;
 
   // Manual mode: moves virtual time forward by d (>= 0), tick by tick, and queues the
-  // completion of every wait that became due, in expiry order; run or poll the context
-  // to invoke them. std::logic_error in steady mode, std::invalid_argument if d < 0.
+  // completion of every wait that became due, in the order of their ticks (expiries
+  // within one tick are one time at the wheel's resolution: those waits complete in no
+  // particular order, as in steady mode; a delay_queue orders its elements within a
+  // tick too); run or poll the context to invoke them. std::logic_error in steady mode,
+  // std::invalid_argument if d < 0.
   void advance(duration d);
 
   // Summed over the shards (max_lateness: the worst of them; next_wakeup: the first).
