@@ -893,6 +893,41 @@ BOOST_AUTO_TEST_CASE(a_wait_at_the_end_of_time_on_a_nanosecond_tick_completes_on
   BOOST_TEST(!r.ec);
 }
 
+// The last whole tick ends before time_point::max() (ticks count from the install's
+// steady_clock::now()): a wait due after it rounds up to the clock's end, and
+// completes when virtual time gets there (it saturates at max()). Before the fix it
+// never completed, nor did a wait already due when time was at its end
+// (expires_after(-1ns) there).
+BOOST_AUTO_TEST_CASE(a_wait_in_the_partial_tick_before_the_end_of_time_completes_at_the_end) {
+  using std::chrono::steady_clock;
+  fixture f(manual_options(4, 256, 1h));
+  const auto partial = (steady_clock::time_point::max() - f.svc.now()) % 1h;
+  BOOST_REQUIRE(partial > 2ns); // all but certain with an hour's tick
+  f.advance(steady_clock::time_point::max() - partial + 1ns - f.svc.now());
+  asio_wheel::timer t(f.io, 1ns);
+  recorder r;
+  t.async_wait(r.handler(f));
+  f.advance(1ns);
+  BOOST_TEST((f.svc.now() == t.expiry()));
+  BOOST_TEST(r.calls == 0); // rounded up, to the end of time
+  f.advance(1h);            // saturates there
+  BOOST_TEST((f.svc.now() == steady_clock::time_point::max()));
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+  asio_wheel::timer already(f.io, -1ns);
+  recorder a;
+  already.async_wait(a.handler(f));
+  f.settle();
+  BOOST_TEST(a.calls == 1);
+  BOOST_TEST(!a.ec);
+  asio_wheel::timer never(f.io, steady_clock::time_point::max());
+  recorder n;
+  never.async_wait(n.handler(f));
+  f.settle();
+  BOOST_TEST(n.calls == 0); // max() itself is still never
+  BOOST_TEST(never.cancel() == 1u);
+}
+
 // A reset to "never" on a wait already in a slot: it stays pending, costs nothing (the
 // wheel test checks it leaves the slots), and can be brought back.
 BOOST_AUTO_TEST_CASE(reset_to_never_keeps_the_wait_pending_until_reset_again) {

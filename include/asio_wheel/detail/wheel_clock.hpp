@@ -77,9 +77,15 @@ public:
   }
 
   // The last tick at or before t: how far a clock reading t lets the wheel advance.
+  // At the clock's end, time_point::max() (where virtual time saturates), every finite
+  // deadline has passed: those after the last whole tick too, which to_tick puts on
+  // the tick after it, beyond max(). So there the wheel may advance to that tick.
   tick_t floor_tick(steady_time t) const noexcept {
     if (t <= epoch_) return 0;
-    return static_cast<tick_t>((t - epoch_).count() / tick_);
+    const auto whole = static_cast<tick_t>((t - epoch_).count() / tick_);
+    if (t != steady_time::max()) return whole;
+    const tick_t last_finite = to_tick(t - steady_duration(1));
+    return last_finite > whole ? last_finite : whole;
   }
 
   // The time of tick k (time_point::max() if out of range, never_tick included).
