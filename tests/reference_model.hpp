@@ -114,11 +114,6 @@ public:
   // begins.
   bool backlog() const { return current_tick() > reached_; }
   void reach() { reached_ = current_tick(); }
-  // The time of tick k (k small enough not to overflow).
-  time_point tick_time(std::uint64_t k) const {
-    return epoch_ + static_cast<duration::rep>(k) * tick_;
-  }
-
   // t + d saturated at the ends of time_point, as the timers compute expiries.
   static time_point add(time_point t, duration d) {
     if (d > duration::zero() && t > time_point::max() - d) return time_point::max();
@@ -476,11 +471,10 @@ public:
       if (!p.live) continue;
       while (!p.ticks.empty() && time_.due_tick(p.next) <= cur) {
         const time_point slot = p.next;
-        // Lateness counts from the slot rounded up to the wheel's tick; the slots
-        // skipped count from the slot itself.
-        const time_point on_time = time_.tick_time(time_.due_tick(slot));
-        const std::uint64_t missed = now > on_time ? static_cast<std::uint64_t>((now - on_time) / p.period) : 0;
+        // The later slots whose time has passed: skipped, and counted as missed (never
+        // one on time while the period is at least the tick).
         const std::uint64_t passed = now > slot ? static_cast<std::uint64_t>((now - slot) / p.period) : 0;
+        const std::uint64_t missed = passed;
         p.next = wheel_time::add(wheel_time::add(slot, static_cast<duration::rep>(passed) * p.period), p.period);
         tick& t = ticks_.at(p.ticks.front());
         p.ticks.erase(p.ticks.begin());
