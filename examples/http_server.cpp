@@ -107,7 +107,8 @@ options:
   --idle D               close a kept-alive connection idle this long (default 30s)
   --read-timeout D       deadline of a request, from its first byte (default 10s)
   --write-timeout D      deadline of a response (default 10s)
-  --tick D               the wheel's resolution (default 1ms; wheel only)
+  --tick D               the wheel's resolution (default 1ms; wheel only; at most
+                         the shortest of --idle, --read-timeout and --write-timeout)
   --self-test            run the server in-process against its own loopback clients and
                          check keep-alive, pipelining, idle reaping, a slow header and
                          the answers to bad requests;
@@ -217,6 +218,10 @@ config parse_args(int argc, char** argv) {
   if (cfg.idle <= duration::zero() || cfg.read_timeout <= duration::zero() ||
       cfg.write_timeout <= duration::zero()) {
     usage_error("--idle, --read-timeout and --write-timeout must be positive");
+  }
+  // The wheel rounds each deadline up to a tick: a coarser one cannot time them.
+  if (cfg.tick > std::min({cfg.idle, cfg.read_timeout, cfg.write_timeout})) {
+    usage_error("--tick must not be longer than --idle, --read-timeout or --write-timeout");
   }
   return cfg;
 }

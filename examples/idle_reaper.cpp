@@ -88,7 +88,7 @@ timeout, with one asio_wheel::timer per connection (reset_after on every read).
 options:
   --port P               listen port (default 0: an ephemeral port)
   --idle-timeout MS      close connections idle this long (default 2000)
-  --tick MS              wheel resolution (default 1)
+  --tick MS              wheel resolution (default 1; at most the idle timeout)
   --self-test            also run a load of clients in-process and check the reaping
   --connections N        self-test clients (default 10000). All connect from 127.0.0.1
                          to the one server port, so each needs a local port of its
@@ -238,6 +238,22 @@ config parse_args(int argc, char** argv) {
   }
   if (cfg.tick <= 0ms) {
     std::cerr << "idle_reaper: --tick must be positive\n";
+    std::exit(2);
+  }
+  // The wheel rounds each idle deadline up to a tick: a coarser one cannot time it.
+  if (cfg.tick > cfg.idle_timeout) {
+    std::cerr << "idle_reaper: --tick " << cfg.tick.count()
+              << " ms is longer than the idle timeout (" << cfg.idle_timeout.count()
+              << " ms), which it would round up to a tick\n";
+    std::exit(2);
+  }
+  // The self-test checks that idle clients were reaped within idle timeout + tick +
+  // allowance: that must end before the test does, or no idle client is ever checked.
+  if (cfg.self_test && cfg.duration <= cfg.idle_timeout + cfg.tick + cfg.allowance) {
+    std::cerr << "idle_reaper: --duration " << cfg.duration.count()
+              << " ms must be longer than the idle timeout + --tick + --allowance ("
+              << (cfg.idle_timeout + cfg.tick + cfg.allowance).count()
+              << " ms): the self-test checks idle clients reaped within that\n";
     std::exit(2);
   }
   return cfg;

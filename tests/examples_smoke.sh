@@ -87,6 +87,10 @@ run http_server --self-test --stream beast
 
 rejects idle_reaper --seed --seed 4294967296
 rejects idle_reaper --tick --tick 10000000000000
+# A tick longer than the idle timeout; a self-test that would end before any idle
+# client could be reaped (it used to run for the whole tick, then fail).
+rejects idle_reaper --tick --quick --tick 301
+rejects idle_reaper --duration --quick --duration 500
 rejects idle_reaper --port --port 99999999999999999999999
 rejects idle_reaper --chatty-fraction --chatty-fraction nan
 rejects idle_reaper --connections --quick --connections 0
@@ -113,6 +117,7 @@ rejects order_expiry --random --random 99999999999999999999
 rejects order_expiry --random --random 1789570
 rejects order_expiry --seed --seed 4294967296
 rejects http_server --port --port 70000
+rejects http_server --tick --self-test --tick 10s
 
 # cooldown again, through real stdin from a pipe: each skill cast, one on cooldown, one
 # ready after advancing the manual clock, and EOF quits.
