@@ -64,10 +64,10 @@ struct wheel_options {
 
 // A snapshot of a wheel's counters (wheel_service::stats()). A wait is an operation
 // waiting on the wheel: a timer's async_wait (one already due too; not the blocking
-// wait(), which watches the clock), a periodic tick, a delay_queue take that waits for an element (not the
-// elements, nor a take that finds one expired), a cancel_after deadline (which
-// `expired` counts when it fires, `cancelled` when its operation completes first) and
-// a timed_stream's deadline (a timer's wait inside the stream).
+// wait(), which watches the clock), a periodic tick, a delay_queue take that waits for
+// an element (not the elements, nor a take that finds one expired), a cancel_after
+// deadline (which `expired` counts when it fires, `cancelled` when its operation
+// completes first) and a timed_stream's deadline (a timer's wait inside the stream).
 struct wheel_stats {
   std::size_t pending = 0;        // waits currently on the wheel
   std::uint64_t expired = 0;      // waits completed with success
