@@ -76,6 +76,10 @@ struct config {
   milliseconds allowance = 100ms;
   milliseconds tick = 1ms;
   unsigned seed = 1;
+
+  // How long after its last read an idle client must have been reaped: the idle
+  // timeout, rounded up to a tick, plus the scheduling allowance.
+  milliseconds reap_bound() const { return idle_timeout + tick + allowance; }
 };
 
 void print_help() {
@@ -249,10 +253,10 @@ config parse_args(int argc, char** argv) {
   }
   // The self-test checks that idle clients were reaped within idle timeout + tick +
   // allowance: that must end before the test does, or no idle client is ever checked.
-  if (cfg.self_test && cfg.duration <= cfg.idle_timeout + cfg.tick + cfg.allowance) {
+  if (cfg.self_test && cfg.duration <= cfg.reap_bound()) {
     std::cerr << "idle_reaper: --duration " << cfg.duration.count()
               << " ms must be longer than the idle timeout + --tick + --allowance ("
-              << (cfg.idle_timeout + cfg.tick + cfg.allowance).count()
+              << cfg.reap_bound().count()
               << " ms): the self-test checks idle clients reaped within that\n";
     std::exit(2);
   }
@@ -682,7 +686,7 @@ class status_printer {
 bool summarize(const config& cfg, asio_wheel::wheel_service& wheel, const server& srv,
                const load& ld, const std::map<tcp::endpoint, duration>& reaps,
                const std::vector<std::pair<tcp::endpoint, duration>>& still_open_idle) {
-  const duration bound = cfg.idle_timeout + wheel.options().tick + cfg.allowance;
+  const duration bound = cfg.reap_bound(); // the wheel was installed with cfg.tick
   std::size_t idle_total = 0, idle_reaped_ok = 0, idle_late = 0, idle_missed = 0,
               idle_not_due = 0, chatty_total = 0, chatty_reaped = 0;
   std::vector<duration> over;  // reap latency minus idle timeout, for the reaped idle ones

@@ -474,12 +474,11 @@ public:
         // The later slots whose time has passed: skipped, and counted as missed (never
         // one on time while the period is at least the tick).
         const std::uint64_t passed = now > slot ? static_cast<std::uint64_t>((now - slot) / p.period) : 0;
-        const std::uint64_t missed = passed;
         p.next = wheel_time::add(wheel_time::add(slot, static_cast<duration::rep>(passed) * p.period), p.period);
         tick& t = ticks_.at(p.ticks.front());
         p.ticks.erase(p.ticks.begin());
         t.st = state::fired;
-        t.missed = missed;
+        t.missed = passed;
         t.slot = slot;
       }
     }
